@@ -144,7 +144,7 @@ type ModelAdapter struct {
 
 	// Status is the observed placement, written by the manager.
 	// +optional
-	// +kubebuilder:default={conditions: {{type: "Ready", status: "Unknown", reason: "Pending", message: "Waiting for controller", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
+	// +kubebuilder:default={desiredReplicas: 0, readyReplicas: 0, conditions: {{type: "Ready", status: "Unknown", reason: "Pending", message: "Waiting for controller", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
 	Status ModelAdapterStatus `json:"status,omitempty"`
 }
 

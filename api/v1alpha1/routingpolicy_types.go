@@ -238,7 +238,7 @@ type RoutingPolicy struct {
 
 	// Status is the observed state, written by the manager.
 	// +optional
-	// +kubebuilder:default={conditions: {{type: "Accepted", status: "Unknown", reason: "Pending", message: "Waiting for controller", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
+	// +kubebuilder:default={attachedRoutes: 0, readyEndpoints: 0, conditions: {{type: "Accepted", status: "Unknown", reason: "Pending", message: "Waiting for controller", lastTransitionTime: "1970-01-01T00:00:00Z"}}}
 	Status RoutingPolicyStatus `json:"status,omitempty"`
 }
 
