@@ -110,8 +110,8 @@ up() {
     sleep 0.5
   done
   log "installing CRDs (Switchboard and Gateway API)"
-  $kubectl apply --server-side -f "$root/config/crd/bases" >/dev/null
-  $kubectl apply --server-side -f "$root/config/crd/gateway-api" >/dev/null
+  $kubectl apply --server-side -k "$root/config/crd" >/dev/null
+  $kubectl apply --server-side -k "$root/config/crd/gateway-api" >/dev/null
   $kubectl wait --for condition=Established crd --all --timeout=60s >/dev/null
   log "ready: export KUBECONFIG=$kubeconfig"
 }

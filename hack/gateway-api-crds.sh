@@ -13,3 +13,9 @@ for f in "$dir"/config/crd/standard/gateway.networking.k8s.io_*.yaml; do
   case "$f" in *_vap_*) continue ;; esac # admission policies, not CRDs
   install -m 0644 "$f" "$dest/"
 done
+{
+  echo "# Gateway API $version standard-channel CRDs, vendored by hack/gateway-api-crds.sh from the"
+  echo "# Go module cache. Do not edit: run 'make gateway-api-crds'."
+  echo "resources:"
+  for f in "$dest"/gateway.networking.k8s.io_*.yaml; do echo "- $(basename "$f")"; done
+} > "$dest/kustomization.yaml"

@@ -2,14 +2,18 @@ package v1alpha1_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/switchboard-llm/switchboard/api/v1alpha1"
 )
@@ -303,5 +307,22 @@ var _ = Describe("Gateway API attachment", func() {
 			HaveField("Kind", gatewayv1.Kind("RoutingPolicy")),
 			HaveField("Name", gatewayv1.ObjectName("prefix")),
 		)))))
+	})
+})
+
+var _ = Describe("config/samples", func() {
+	It("are accepted by the API server", func() {
+		ns := newNamespace()
+		files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "inference_*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).NotTo(BeEmpty())
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			obj := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal(data, &obj.Object)).To(Succeed(), f)
+			obj.SetNamespace(ns)
+			Expect(k8sClient.Create(ctx, obj)).To(Succeed(), f)
+		}
 	})
 })
