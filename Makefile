@@ -41,10 +41,8 @@ gateway-api-crds: ## Vendor the Gateway API standard-channel CRDs from the Go mo
 	@hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/crd/gateway-api
 
 .PHONY: verify-generated
-verify-generated: manifests generate gateway-api-crds ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
-		echo "generated files are out of date; run 'make manifests generate gateway-api-crds' and commit:"; \
-		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
+verify-generated: $(CONTROLLER_GEN) ## Fail when generated files differ from what the API markers produce.
+	@hack/verify-generated.sh manifests generate gateway-api-crds
 
 .PHONY: fmt
 fmt: ## Run gofmt on the module.
