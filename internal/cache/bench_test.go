@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"cmp"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+)
+
+// rwMutexRegistry is the "before" design the benchmarks compare against: one global
+// sync.RWMutex around maps that writers update in place. Readers copy the endpoint
+// list under the read lock so that they never hold a slice the writer mutates.
+type rwMutexRegistry struct {
+	mu     sync.RWMutex
+	pods   map[endpoint.Key]*endpoint.Endpoint
+	models map[string][]*endpoint.Endpoint // sorted by key
+}
+
+func newRWMutexRegistry() *rwMutexRegistry {
+	return &rwMutexRegistry{
+		pods:   make(map[endpoint.Key]*endpoint.Endpoint),
+		models: make(map[string][]*endpoint.Endpoint),
+	}
+}
+
+func (r *rwMutexRegistry) ListEndpoints(model string) []*endpoint.Endpoint {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.models[model])
+}
+
+func (r *rwMutexRegistry) UpsertPod(e endpoint.Endpoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.pods[e.Key]; ok {
+		r.models[old.BaseModel] = slices.DeleteFunc(r.models[old.BaseModel], func(p *endpoint.Endpoint) bool { return p == old })
+		if len(r.models[old.BaseModel]) == 0 {
+			delete(r.models, old.BaseModel)
+		}
+	}
+	p := &e
+	r.pods[e.Key] = p
+	if !p.Routable() {
+		return
+	}
+	eps := r.models[p.BaseModel]
+	i, _ := slices.BinarySearchFunc(eps, p.Key, func(q *endpoint.Endpoint, k endpoint.Key) int {
+		return cmp.Or(cmp.Compare(q.Key.Namespace, k.Namespace), cmp.Compare(q.Key.Name, k.Name))
+	})
+	r.models[p.BaseModel] = slices.Insert(eps, i, p)
+}
+
+// benchPod returns pod i serving model i%100, with one of two addresses by flip.
+func benchPod(i int, flip bool) endpoint.Endpoint {
+	addr := "10.0.0." + strconv.Itoa(i%250)
+	if flip {
+		addr = "10.0.1." + strconv.Itoa(i%250)
+	}
+	model := "m" + strconv.Itoa(i%stressModels)
+	return endpoint.Endpoint{
+		Key:       endpoint.Key{Namespace: "ns", Name: "p" + strconv.Itoa(i)},
+		Address:   addr,
+		Port:      8000,
+		BaseModel: model,
+		Engine:    endpoint.EngineVLLM,
+		Labels:    map[string]string{"switchboard.dev/model": model},
+		Ready:     true,
+	}
+}
+
+// registryUnderTest is what the list benchmark needs from either design.
+type registryUnderTest struct {
+	upsert func(endpoint.Endpoint)
+	list   func(model string) int
+}
+
+func BenchmarkListEndpoints(b *testing.B) {
+	impls := []struct {
+		name string
+		make func() registryUnderTest
+	}{
+		{"snapshot", func() registryUnderTest {
+			c := New()
+			return registryUnderTest{c.UpsertPod, func(m string) int { return len(c.ListEndpoints(m)) }}
+		}},
+		{"rwmutex", func() registryUnderTest {
+			r := newRWMutexRegistry()
+			return registryUnderTest{r.UpsertPod, func(m string) int { return len(r.ListEndpoints(m)) }}
+		}},
+	}
+	models := make([]string, stressModels)
+	for i := range models {
+		models[i] = "m" + strconv.Itoa(i)
+	}
+	for _, impl := range impls {
+		setup := func(b *testing.B) registryUnderTest {
+			reg := impl.make()
+			for i := range stressPods {
+				reg.upsert(benchPod(i, false))
+			}
+			if n := reg.list("m0"); n != stressPods/stressModels {
+				b.Fatalf("setup: m0 has %d endpoints", n)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			return reg
+		}
+		b.Run(impl.name+"/serial", func(b *testing.B) {
+			reg := setup(b)
+			i := 0
+			for b.Loop() {
+				reg.list(models[i%len(models)])
+				i++
+			}
+		})
+		b.Run(impl.name+"/parallel_churn", func(b *testing.B) {
+			reg := setup(b)
+			var (
+				stop   atomic.Bool
+				writes atomic.Int64
+				wg     sync.WaitGroup
+			)
+			wg.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					reg.upsert(benchPod(i%stressPods, i/stressPods%2 == 1))
+					writes.Add(1)
+				}
+			})
+			for writes.Load() < 100 { // measure with churn already running
+				runtime.Gosched()
+			}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					reg.list(models[i%len(models)])
+					i++
+				}
+			})
+			b.StopTimer()
+			stop.Store(true)
+			wg.Wait()
+			b.ReportMetric(float64(writes.Load()), "writes")
+		})
+	}
+}

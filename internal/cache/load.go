@@ -1,0 +1,87 @@
+package cache
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Load counts the requests of one endpoint or one model. All methods are safe for
+// concurrent use; the counters are written by Reserve, TryReserve, Release and the
+// Queued/Done pair and read by anyone.
+type Load struct {
+	inFlight  atomic.Int64
+	waiting   atomic.Int64
+	tokensIn  atomic.Int64
+	tokensOut atomic.Int64
+}
+
+// InFlight returns the number of reserved, unreleased requests.
+func (l *Load) InFlight() int64 { return l.inFlight.Load() }
+
+// Waiting returns the number of requests queued in the router for this target.
+func (l *Load) Waiting() int64 { return l.waiting.Load() }
+
+// TokensIn returns the cumulative number of prompt tokens of reserved requests.
+func (l *Load) TokensIn() int64 { return l.tokensIn.Load() }
+
+// TokensOut returns the cumulative number of tokens reported on release.
+func (l *Load) TokensOut() int64 { return l.tokensOut.Load() }
+
+// tryAcquire increments the in-flight count if it is below limit; limit <= 0 means no limit.
+func (l *Load) tryAcquire(limit int64) bool {
+	if limit <= 0 {
+		l.inFlight.Add(1)
+		return true
+	}
+	for {
+		n := l.inFlight.Load()
+		if n >= limit {
+			return false
+		}
+		if l.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Queued records that a request started waiting for this target and returns a Ticket
+// whose Done ends the wait.
+func (l *Load) Queued() *Ticket {
+	l.waiting.Add(1)
+	return &Ticket{load: l}
+}
+
+// Ticket is one request's wait in a queue. Done may be called any number of times from
+// any goroutine; only the first call has an effect.
+type Ticket struct {
+	once sync.Once
+	load *Load
+}
+
+// Done ends the wait.
+func (t *Ticket) Done() {
+	t.once.Do(func() { t.load.waiting.Add(-1) })
+}
+
+// Reservation is one request's claim on an endpoint, counted on both the endpoint and the
+// model. Release may be called any number of times from any goroutine; only the first
+// call has an effect.
+type Reservation struct {
+	once  sync.Once
+	pod   *Pod
+	model *Load
+}
+
+// Pod returns the reserved endpoint.
+func (r *Reservation) Pod() *Pod { return r.pod }
+
+// Release ends the reservation and adds tokensOut generated tokens to the endpoint and
+// model counters.
+func (r *Reservation) Release(tokensOut int64) {
+	r.once.Do(func() {
+		for _, l := range [...]*Load{r.pod.load, r.model} {
+			l.tokensOut.Add(tokensOut)
+			l.inFlight.Add(-1)
+		}
+	})
+}

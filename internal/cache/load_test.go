@@ -1,0 +1,94 @@
+package cache
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+)
+
+func TestReserveRelease(t *testing.T) {
+	c := New()
+	c.UpsertPod(makePod("a").Build())
+	m, _ := c.Model("llama")
+	p := m.Endpoints()[0]
+
+	r := m.Reserve(p, 100)
+	if p.Load().InFlight() != 1 || m.Load().InFlight() != 1 {
+		t.Fatalf("in flight = %d/%d, want 1/1", p.Load().InFlight(), m.Load().InFlight())
+	}
+	if r.Pod() != p {
+		t.Error("Reservation.Pod() is not the reserved pod")
+	}
+	r.Release(40)
+	r.Release(40)
+	for _, l := range []*Load{p.Load(), m.Load()} {
+		if l.InFlight() != 0 || l.TokensIn() != 100 || l.TokensOut() != 40 {
+			t.Errorf("load = in flight %d, in %d, out %d; want 0, 100, 40", l.InFlight(), l.TokensIn(), l.TokensOut())
+		}
+	}
+}
+
+func TestReservationSurvivesPodUpdate(t *testing.T) {
+	c := New()
+	c.UpsertPod(makePod("a").Build())
+	m, _ := c.Model("llama")
+	r := m.Reserve(m.Endpoints()[0], 1)
+	c.UpsertPod(makePod("a").IP("10.0.0.2").Build())
+	p, _ := c.Pod(endpoint.Key{Namespace: "ns", Name: "a"})
+	if p.Load().InFlight() != 1 {
+		t.Fatalf("in flight after update = %d, want 1", p.Load().InFlight())
+	}
+	r.Release(0)
+	if p.Load().InFlight() != 0 {
+		t.Errorf("in flight after release = %d, want 0", p.Load().InFlight())
+	}
+}
+
+func TestTryReserveLimitConcurrent(t *testing.T) {
+	const limit, goroutines = 5, 64
+	c := New()
+	c.UpsertPod(makePod("a").Build())
+	m, _ := c.Model("llama")
+	p := m.Endpoints()[0]
+
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got []*Reservation
+	)
+	for range goroutines {
+		wg.Go(func() {
+			if r, ok := m.TryReserve(p, limit, 1); ok {
+				mu.Lock()
+				got = append(got, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != limit || p.Load().InFlight() != limit {
+		t.Fatalf("reserved %d (in flight %d), want %d", len(got), p.Load().InFlight(), limit)
+	}
+	for _, r := range got {
+		wg.Go(func() { r.Release(1) })
+		wg.Go(func() { r.Release(1) })
+	}
+	wg.Wait()
+	if p.Load().InFlight() != 0 || m.Load().InFlight() != 0 || p.Load().TokensOut() != limit {
+		t.Errorf("after release: pod %d, model %d in flight, %d tokens out", p.Load().InFlight(), m.Load().InFlight(), p.Load().TokensOut())
+	}
+}
+
+func TestQueuedTicket(t *testing.T) {
+	var l Load
+	tk := l.Queued()
+	if l.Waiting() != 1 {
+		t.Fatalf("Waiting() = %d, want 1", l.Waiting())
+	}
+	tk.Done()
+	tk.Done()
+	if l.Waiting() != 0 {
+		t.Errorf("Waiting() = %d after Done twice, want 0", l.Waiting())
+	}
+}

@@ -1,0 +1,120 @@
+package cache
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestParseMetrics(t *testing.T) {
+	at := time.Unix(1764840012, 0)
+	tests := []struct {
+		file   string
+		engine endpoint.Engine
+		want   endpoint.Metrics
+	}{
+		{
+			file: "vllm.txt", engine: endpoint.EngineVLLM,
+			want: endpoint.Metrics{
+				Running: 7, Waiting: 3, KVCacheUsage: 0.4375,
+				PrefixCacheQueries: 184320, PrefixCacheHits: 122880, PrefixCacheHitRate: 122880.0 / 184320,
+				LoRA: endpoint.LoRAState{
+					Running: []string{"llama-3-8b-sql-lora", "llama-3-8b-chat-lora"},
+					Waiting: []string{"llama-3-8b-sql-lora"},
+					MaxLoRA: 4,
+				},
+				BlockSize: 16, NumGPUBlocks: 27910,
+				TTFT:         endpoint.Histogram{Count: 412, Sum: 61.8},
+				TPOT:         endpoint.Histogram{Count: 96100, Sum: 2883},
+				E2E:          endpoint.Histogram{Count: 412, Sum: 1236},
+				PromptTokens: 251904, GenerationTokens: 96512,
+				ScrapedAt: at,
+			},
+		},
+		{
+			file: "vllm_legacy.txt", engine: endpoint.EngineVLLM,
+			want: endpoint.Metrics{
+				Running: 2, KVCacheUsage: 0.125,
+				PrefixCacheQueries: 400, PrefixCacheHits: 100, PrefixCacheHitRate: 0.25,
+				ScrapedAt: at,
+			},
+		},
+		{
+			file: "sglang.txt", engine: endpoint.EngineSGLang,
+			want: endpoint.Metrics{
+				Running: 5, Waiting: 4, KVCacheUsage: 0.62, PrefixCacheHitRate: 0.71,
+				TTFT:         endpoint.Histogram{Count: 350, Sum: 98},
+				TPOT:         endpoint.Histogram{Count: 40650, Sum: 1016.25},
+				E2E:          endpoint.Histogram{Count: 350, Sum: 1155},
+				PromptTokens: 88000, GenerationTokens: 41000,
+				ScrapedAt: at,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got, err := ParseMetrics(tt.engine, f, at)
+			if err != nil {
+				t.Fatalf("ParseMetrics: %v", err)
+			}
+			w := tt.want
+			if !near(got.Running, w.Running) || !near(got.Waiting, w.Waiting) || !near(got.KVCacheUsage, w.KVCacheUsage) ||
+				!near(got.PrefixCacheQueries, w.PrefixCacheQueries) || !near(got.PrefixCacheHits, w.PrefixCacheHits) ||
+				!near(got.PrefixCacheHitRate, w.PrefixCacheHitRate) || !near(got.PromptTokens, w.PromptTokens) ||
+				!near(got.GenerationTokens, w.GenerationTokens) || got.BlockSize != w.BlockSize ||
+				got.NumGPUBlocks != w.NumGPUBlocks || !got.ScrapedAt.Equal(w.ScrapedAt) {
+				t.Errorf("ParseMetrics =\n%+v\nwant\n%+v", got, w)
+			}
+			for _, h := range []struct {
+				name      string
+				got, want endpoint.Histogram
+			}{{"TTFT", got.TTFT, w.TTFT}, {"TPOT", got.TPOT, w.TPOT}, {"E2E", got.E2E, w.E2E}} {
+				if h.got.Count != h.want.Count || !near(h.got.Sum, h.want.Sum) {
+					t.Errorf("%s = %+v, want %+v", h.name, h.got, h.want)
+				}
+			}
+			if !slices.Equal(got.LoRA.Running, w.LoRA.Running) || !slices.Equal(got.LoRA.Waiting, w.LoRA.Waiting) ||
+				got.LoRA.MaxLoRA != w.LoRA.MaxLoRA {
+				t.Errorf("LoRA = %+v, want %+v", got.LoRA, w.LoRA)
+			}
+		})
+	}
+}
+
+func TestParseMetricsErrors(t *testing.T) {
+	if _, err := ParseMetrics("tgi", strings.NewReader(""), time.Now()); err == nil {
+		t.Error("unknown engine: want error")
+	}
+	if _, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader("vllm:num_requests_running{ 1\n"), time.Now()); err == nil {
+		t.Error("malformed text: want error")
+	}
+}
+
+func BenchmarkParseMetrics(b *testing.B) {
+	payload, err := os.ReadFile(filepath.Join("testdata", "vllm.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	now := time.Now()
+	for b.Loop() {
+		if _, err := ParseMetrics(endpoint.EngineVLLM, bytes.NewReader(payload), now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package endpoint
+
+import "time"
+
+// Histogram summarises a Prometheus histogram by its cumulative count and sum.
+type Histogram struct {
+	// Count is the number of observations.
+	Count uint64
+	// Sum is the sum of all observations, in the histogram's unit.
+	Sum float64
+}
+
+// Mean returns Sum/Count, or 0 when there are no observations.
+func (h Histogram) Mean() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / float64(h.Count)
+}
+
+// LoRAState is the engine's view of LoRA adapter scheduling.
+type LoRAState struct {
+	// Running are the adapters with requests currently running.
+	Running []string
+	// Waiting are the adapters with requests waiting to be scheduled.
+	Waiting []string
+	// MaxLoRA is the number of adapters the engine can hold at once; 0 when unknown.
+	MaxLoRA int
+}
+
+// Metrics is one scrape of an engine's /metrics endpoint mapped to engine-neutral names.
+// Gauges hold the last value; counters and histograms are cumulative since engine start.
+type Metrics struct {
+	// Running is the number of requests being processed.
+	Running float64
+	// Waiting is the number of requests queued in the engine.
+	Waiting float64
+	// KVCacheUsage is the fraction of KV-cache blocks in use, in [0,1].
+	KVCacheUsage float64
+	// PrefixCacheQueries is the cumulative number of prefix-cache lookups (tokens).
+	PrefixCacheQueries float64
+	// PrefixCacheHits is the cumulative number of prefix-cache hits (tokens).
+	PrefixCacheHits float64
+	// PrefixCacheHitRate is the hit ratio in [0,1]: reported directly by engines that
+	// export one, otherwise derived from PrefixCacheHits/PrefixCacheQueries.
+	PrefixCacheHitRate float64
+	// LoRA is the adapter scheduling state; zero when the engine does not report it.
+	LoRA LoRAState
+	// BlockSize is the KV-cache block size in tokens; 0 when unknown.
+	BlockSize int
+	// NumGPUBlocks is the number of KV-cache blocks on the GPU; 0 when unknown.
+	NumGPUBlocks int
+	// TTFT is the time-to-first-token histogram, in seconds.
+	TTFT Histogram
+	// TPOT is the time-per-output-token histogram, in seconds.
+	TPOT Histogram
+	// E2E is the end-to-end request latency histogram, in seconds.
+	E2E Histogram
+	// PromptTokens is the cumulative number of prompt tokens processed.
+	PromptTokens float64
+	// GenerationTokens is the cumulative number of tokens generated.
+	GenerationTokens float64
+	// ScrapedAt is when the scrape completed.
+	ScrapedAt time.Time
+}
+
+// Stale reports whether the snapshot is older than maxAge at now. Routers treat a stale
+// snapshot as unknown.
+func (m *Metrics) Stale(now time.Time, maxAge time.Duration) bool {
+	return now.Sub(m.ScrapedAt) > maxAge
+}

@@ -1,0 +1,187 @@
+package enginesim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+)
+
+func TestChatCompletion(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	resp, err := te.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:     "llama-3-8b",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello there, engine!")},
+		MaxTokens: openai.Int(5),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Model != "llama-3-8b" || len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" {
+		t.Fatalf("unexpected response %+v", resp)
+	}
+	if resp.Usage.CompletionTokens != 5 || resp.Choices[0].FinishReason != "length" {
+		t.Fatalf("usage %+v finish %q, want 5 tokens and length", resp.Usage, resp.Choices[0].FinishReason)
+	}
+	if resp.Usage.PromptTokens == 0 || resp.Usage.TotalTokens != resp.Usage.PromptTokens+5 {
+		t.Fatalf("inconsistent usage %+v", resp.Usage)
+	}
+}
+
+func TestTextCompletion(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	resp, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+		Model:     "llama-3-8b",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("12345678")},
+		MaxTokens: openai.Int(3),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Object != "text_completion" || resp.Choices[0].Text == "" {
+		t.Fatalf("unexpected response %+v", resp)
+	}
+	if resp.Usage.PromptTokens != 2 || resp.Usage.CompletionTokens != 3 {
+		t.Fatalf("usage %+v, want 2 prompt (8 bytes / 4) and 3 completion tokens", resp.Usage)
+	}
+}
+
+func TestChatStreamingWithUsage(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	stream := te.client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:         "llama-3-8b",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream please")},
+		MaxTokens:     openai.Int(6),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	defer stream.Close()
+	acc := openai.ChatCompletionAccumulator{}
+	chunks := 0
+	var last openai.ChatCompletionChunk
+	for stream.Next() {
+		last = stream.Current()
+		acc.AddChunk(last)
+		chunks++
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content == "" || acc.Choices[0].FinishReason != "length" {
+		t.Fatalf("accumulated %+v", acc.Choices[0])
+	}
+	if len(last.Choices) != 0 || last.Usage.CompletionTokens != 6 {
+		t.Fatalf("last chunk %+v, want usage-only chunk with 6 completion tokens", last)
+	}
+	// role chunk + 6 tokens + finish chunk + usage chunk
+	if chunks != 9 {
+		t.Fatalf("got %d chunks, want 9", chunks)
+	}
+}
+
+func TestCompletionStreamingWithoutUsage(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	stream := te.client.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
+		Model:     "llama-3-8b",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("once upon a time")},
+		MaxTokens: openai.Int(4),
+	})
+	defer stream.Close()
+	var text strings.Builder
+	for stream.Next() {
+		c := stream.Current()
+		if c.Usage.TotalTokens != 0 {
+			t.Fatalf("usage sent without include_usage: %+v", c.Usage)
+		}
+		text.WriteString(c.Choices[0].Text)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.Len() == 0 {
+		t.Fatal("no text streamed")
+	}
+}
+
+func TestDeterministicWithSeed(t *testing.T) {
+	texts := make([]string, 2)
+	for i := range texts {
+		te := startEngine(t, fastConfig())
+		resp, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:  "llama-3-8b",
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("same seed")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[i] = resp.Choices[0].Text
+	}
+	if texts[0] != texts[1] {
+		t.Fatalf("same seed gave %q and %q", texts[0], texts[1])
+	}
+}
+
+func TestErrors(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	_, err := te.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "no-such-model",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Type != "NotFoundError" {
+		t.Fatalf("unknown model: got %v, want 404 NotFoundError", err)
+	}
+	if !strings.Contains(apiErr.Message, "does not exist") {
+		t.Fatalf("unexpected message %q", apiErr.Message)
+	}
+	status, body := te.post(t, "/v1/completions", `{"model":`)
+	if status != http.StatusBadRequest || !strings.Contains(body, `"error"`) {
+		t.Fatalf("malformed JSON: got %d %s", status, body)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	cfg := fastConfig()
+	cfg.APIKey = "secret"
+	te := startEngine(t, cfg)
+	if _, err := te.client.Models.List(context.Background()); err != nil {
+		t.Fatalf("with key: %v", err)
+	}
+	resp, err := te.srv.Client().Get(te.srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without key: got %d, want 401", resp.StatusCode)
+	}
+	resp, err = te.srv.Client().Get(te.srv.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health must not need the key, got %d", resp.StatusCode)
+	}
+}
+
+func TestModelsListsAdaptersWithParent(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	if status, body := te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/adapters/sql"}); status != http.StatusOK {
+		t.Fatalf("load: %d %s", status, body)
+	}
+	page, err := te.client.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 2 || page.Data[0].ID != "llama-3-8b" || page.Data[1].ID != "sql-lora" {
+		t.Fatalf("models %+v", page.Data)
+	}
+	var parent string
+	if err := json.Unmarshal([]byte(page.Data[1].JSON.ExtraFields["parent"].Raw()), &parent); err != nil || parent != "llama-3-8b" {
+		t.Fatalf("adapter parent %q (%v), want llama-3-8b", parent, err)
+	}
+}

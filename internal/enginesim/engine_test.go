@@ -1,0 +1,206 @@
+package enginesim
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func complete(t *testing.T, te *testEngine, prompt string, maxTokens int64) (*openai.Completion, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	resp, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+		Model:     "llama-3-8b",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
+		MaxTokens: openai.Int(maxTokens),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, time.Since(start)
+}
+
+func TestRepeatedPrefixHitsCacheAndIsFaster(t *testing.T) {
+	cfg := fastConfig()
+	cfg.PrefillPerToken = 5 * time.Millisecond // 1024 cold tokens take ~50ms at this scale
+	te := startEngine(t, cfg)
+	prompt := strings.Repeat("abcdefgh", 512) // 4096 bytes = 1024 tokens = 64 blocks
+
+	_, cold := complete(t, te, prompt, 1)
+	fams := te.metrics(t)
+	if hits := value(t, fams, "vllm:prefix_cache_hits_total"); hits != 0 {
+		t.Fatalf("cold prompt hit %v tokens", hits)
+	}
+	resp, warm := complete(t, te, prompt+" and a new question", 1)
+	if warm >= cold {
+		t.Fatalf("warm request took %v, not less than cold %v", warm, cold)
+	}
+	fams = te.metrics(t)
+	if hits := value(t, fams, "vllm:prefix_cache_hits_total"); hits != 1024 {
+		t.Fatalf("prefix cache hits = %v tokens, want 1024", hits)
+	}
+	queries := value(t, fams, "vllm:prefix_cache_queries_total")
+	if want := float64(1024 + resp.Usage.PromptTokens); queries != want {
+		t.Fatalf("prefix cache queries = %v tokens, want %v", queries, want)
+	}
+	if n := value(t, fams, "vllm:time_to_first_token_seconds"); n != 2 {
+		t.Fatalf("ttft observations = %v, want 2", n)
+	}
+}
+
+func TestMaxNumSeqsQueuesFIFO(t *testing.T) {
+	cfg := fastConfig()
+	cfg.MaxNumSeqs = 1
+	cfg.InterTokenLatency = time.Second // 10ms per token at this scale
+	te := startEngine(t, cfg)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if _, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+				Model:     "llama-3-8b",
+				Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("queued")},
+				MaxTokens: openai.Int(5),
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams := te.metrics(t)
+		if value(t, fams, "vllm:num_requests_running") == 1 && value(t, fams, "vllm:num_requests_waiting") == 2 {
+			if usage := value(t, fams, "vllm:kv_cache_usage_perc"); usage <= 0 {
+				t.Fatalf("kv usage %v while a request runs", usage)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never saw 1 running and 2 waiting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	fams := te.metrics(t)
+	if value(t, fams, "vllm:num_requests_running") != 0 || value(t, fams, "vllm:num_requests_waiting") != 0 {
+		t.Fatal("requests left in the scheduler")
+	}
+	if value(t, fams, "vllm:kv_cache_usage_perc") != 0 {
+		t.Fatal("kv blocks still held after all requests finished")
+	}
+	if got := value(t, fams, "vllm:generation_tokens_total"); got != 15 {
+		t.Fatalf("generation tokens = %v, want 15", got)
+	}
+}
+
+func TestMetricsNamesAndTypes(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	complete(t, te, "warm up the histograms", 3)
+	fams := te.metrics(t)
+	want := map[string]dto.MetricType{
+		"vllm:num_requests_running":          dto.MetricType_GAUGE,
+		"vllm:num_requests_waiting":          dto.MetricType_GAUGE,
+		"vllm:kv_cache_usage_perc":           dto.MetricType_GAUGE,
+		"vllm:prefix_cache_queries_total":    dto.MetricType_COUNTER,
+		"vllm:prefix_cache_hits_total":       dto.MetricType_COUNTER,
+		"vllm:prompt_tokens_total":           dto.MetricType_COUNTER,
+		"vllm:generation_tokens_total":       dto.MetricType_COUNTER,
+		"vllm:time_to_first_token_seconds":   dto.MetricType_HISTOGRAM,
+		"vllm:time_per_output_token_seconds": dto.MetricType_HISTOGRAM,
+		"vllm:e2e_request_latency_seconds":   dto.MetricType_HISTOGRAM,
+		"vllm:lora_requests_info":            dto.MetricType_GAUGE,
+		"vllm:cache_config_info":             dto.MetricType_GAUGE,
+	}
+	for name, typ := range want {
+		f, ok := fams[name]
+		if !ok {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if f.GetType() != typ {
+			t.Errorf("%s has type %v, want %v", name, f.GetType(), typ)
+		}
+	}
+	if got := label(fams, "vllm:num_requests_running", "model_name"); got != "llama-3-8b" {
+		t.Errorf("model_name label = %q", got)
+	}
+	if got := label(fams, "vllm:cache_config_info", "block_size"); got != "16" {
+		t.Errorf("block_size label = %q", got)
+	}
+	if got := label(fams, "vllm:cache_config_info", "num_gpu_blocks"); got != "2048" {
+		t.Errorf("num_gpu_blocks label = %q", got)
+	}
+	if value(t, fams, "vllm:time_per_output_token_seconds") != 2 || value(t, fams, "vllm:e2e_request_latency_seconds") != 1 {
+		t.Error("histograms did not observe the request")
+	}
+}
+
+func TestLoRALifecycle(t *testing.T) {
+	cfg := fastConfig()
+	cfg.MaxLoRAs = 1
+	te := startEngine(t, cfg)
+	status, body := te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/a/sql"})
+	if status != http.StatusOK || !strings.Contains(body, "added successfully") {
+		t.Fatalf("load: %d %s", status, body)
+	}
+	if status, body = te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/a/sql"}); status != http.StatusBadRequest || !strings.Contains(body, "already been loaded") {
+		t.Fatalf("duplicate load: %d %s", status, body)
+	}
+	if status, body = te.post(t, "/v1/load_lora_adapter", loraRequest{"chat-lora", "/a/chat"}); status != http.StatusBadRequest || !strings.Contains(body, "max_loras") {
+		t.Fatalf("load beyond max-loras: %d %s", status, body)
+	}
+	fams := te.metrics(t)
+	if got := label(fams, "vllm:lora_requests_info", "max_lora"); got != "1" {
+		t.Fatalf("max_lora label %q", got)
+	}
+	resp, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+		Model:     "sql-lora",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("SELECT")},
+		MaxTokens: openai.Int(2),
+	})
+	if err != nil || resp.Model != "sql-lora" {
+		t.Fatalf("completion on adapter: %v %+v", err, resp)
+	}
+	if status, body = te.post(t, "/v1/unload_lora_adapter", map[string]string{"lora_name": "sql-lora"}); status != http.StatusOK || !strings.Contains(body, "removed successfully") {
+		t.Fatalf("unload: %d %s", status, body)
+	}
+	if status, body = te.post(t, "/v1/unload_lora_adapter", map[string]string{"lora_name": "sql-lora"}); status != http.StatusNotFound {
+		t.Fatalf("second unload: %d %s", status, body)
+	}
+	if status, _ = te.post(t, "/v1/completions", map[string]any{"model": "sql-lora", "prompt": "x"}); status != http.StatusNotFound {
+		t.Fatalf("completion on unloaded adapter: %d", status)
+	}
+}
+
+func TestLoRAInfoShowsRunningAdapter(t *testing.T) {
+	cfg := fastConfig()
+	cfg.InterTokenLatency = time.Second
+	te := startEngine(t, cfg)
+	if status, body := te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/a/sql"}); status != http.StatusOK {
+		t.Fatalf("load: %d %s", status, body)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:     "sql-lora",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")},
+			MaxTokens: openai.Int(20),
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for label(te.metrics(t), "vllm:lora_requests_info", "running_lora_adapters") != "sql-lora" {
+		if time.Now().After(deadline) {
+			t.Fatal("running adapter never reported")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
