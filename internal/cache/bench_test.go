@@ -61,16 +61,7 @@ func benchPod(i int, flip bool) endpoint.Endpoint {
 	if flip {
 		addr = "10.0.1." + strconv.Itoa(i%250)
 	}
-	model := "m" + strconv.Itoa(i%stressModels)
-	return endpoint.Endpoint{
-		Key:       endpoint.Key{Namespace: "ns", Name: "p" + strconv.Itoa(i)},
-		Address:   addr,
-		Port:      8000,
-		BaseModel: model,
-		Engine:    endpoint.EngineVLLM,
-		Labels:    map[string]string{"switchboard.dev/model": model},
-		Ready:     true,
-	}
+	return enginePod(i, addr, "m"+strconv.Itoa(i%stressModels), true)
 }
 
 // registryUnderTest is what the list benchmark needs from either design.

@@ -19,11 +19,9 @@ const (
 	stressAdapters = 20
 )
 
-// churnPod returns pod i with a random address, model and readiness. Its labels repeat
-// the address and model so that a reader can detect a torn value.
-func churnPod(i int, r *rand.Rand) endpoint.Endpoint {
-	addr := fmt.Sprintf("10.%d.%d.%d", r.IntN(256), i/256, i%256)
-	model := "m" + strconv.Itoa(r.IntN(stressModels))
+// enginePod returns pod i at addr serving model. Its labels repeat the address and model so
+// that a reader can detect a torn value.
+func enginePod(i int, addr, model string, ready bool) endpoint.Endpoint {
 	return endpoint.Endpoint{
 		Key:       endpoint.Key{Namespace: "ns", Name: "p" + strconv.Itoa(i)},
 		Address:   addr,
@@ -31,8 +29,14 @@ func churnPod(i int, r *rand.Rand) endpoint.Endpoint {
 		BaseModel: model,
 		Engine:    endpoint.EngineVLLM,
 		Labels:    map[string]string{"switchboard.dev/model": model, "ip": addr},
-		Ready:     r.IntN(10) != 0,
+		Ready:     ready,
 	}
+}
+
+// churnPod returns pod i with a random address, model and readiness.
+func churnPod(i int, r *rand.Rand) endpoint.Endpoint {
+	addr := fmt.Sprintf("10.%d.%d.%d", r.IntN(256), i/256, i%256)
+	return enginePod(i, addr, "m"+strconv.Itoa(r.IntN(stressModels)), r.IntN(10) != 0)
 }
 
 // checkPodsOf fails if eps is not a consistent list of routable pods serving model.
