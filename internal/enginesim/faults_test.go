@@ -92,10 +92,17 @@ func TestFaultStartUnready(t *testing.T) {
 
 func TestFaultSlowAnswers(t *testing.T) {
 	te := startEngine(t, fastConfig())
-	_, normal := complete(t, te, "slow?", 3)
+	normal := te.engine.delay(time.Second)
 	te.engine.SetFaults(Faults{SlowFactor: 20})
-	_, slow := complete(t, te, "slow?", 3)
-	if slow <= normal {
-		t.Fatalf("slow answer took %v, not more than normal %v", slow, normal)
+	if slow := te.engine.delay(time.Second); slow != 20*normal {
+		t.Fatalf("slowed delay = %v, want 20 x %v", slow, normal)
+	}
+	// Sleeps never end early, so a slowed request takes at least its slowed prefill: a lower
+	// bound that load on the machine cannot break.
+	start := time.Now()
+	resp := complete(t, te, "slow?", 3)
+	minimum := te.engine.delay(te.engine.prefillTime(int(resp.Usage.PromptTokens), 1))
+	if took := time.Since(start); took < minimum {
+		t.Fatalf("slow answer took %v, less than its slowed prefill %v", took, minimum)
 	}
 }

@@ -20,6 +20,13 @@ type generationResult struct {
 	finishReason     string
 }
 
+// prefillTime is the modelled time to first token, before time scaling, for a prompt with
+// uncached tokens not in the KV cache, prefilled in a batch of batch running requests.
+func (e *Engine) prefillTime(uncached, batch int) time.Duration {
+	slowdown := 1 + e.cfg.PrefillBatchFactor*float64(batch-1)
+	return e.cfg.PrefillOverhead + time.Duration(float64(uncached)*float64(e.cfg.PrefillPerToken)*slowdown)
+}
+
 // generate runs a request through the engine model: it waits for a slot, prefills the
 // uncached part of the prompt, then emits one token at a time through emit, which may stop
 // the generation by returning an error. Metrics are recorded as the request progresses.
@@ -40,10 +47,7 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 	e.metrics.prefixHits.Add(float64(res.cachedTokens))
 	e.metrics.promptTokens.Add(float64(res.promptTokens))
 
-	uncached := res.promptTokens - res.cachedTokens
-	slowdown := 1 + e.cfg.PrefillBatchFactor*float64(seq.batch-1)
-	prefill := e.cfg.PrefillOverhead + time.Duration(float64(uncached)*float64(e.cfg.PrefillPerToken)*slowdown)
-	if err := e.sleep(ctx, prefill); err != nil {
+	if err := e.sleep(ctx, e.prefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
 		return res, err
 	}
 	last := time.Now()
