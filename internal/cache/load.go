@@ -6,8 +6,8 @@ import (
 )
 
 // Load counts the requests of one endpoint or one model. All methods are safe for
-// concurrent use; the counters are written by Reserve, TryReserve, Release and the
-// Queued/Done pair and read by anyone.
+// concurrent use; the counters are written only through a Tracker (reservations and queue
+// tickets) and read by anyone.
 type Load struct {
 	inFlight  atomic.Int64
 	waiting   atomic.Int64
@@ -44,9 +44,34 @@ func (l *Load) tryAcquire(limit int64) bool {
 	}
 }
 
-// Queued records that a request started waiting for this target and returns a Ticket
-// whose Done ends the wait.
-func (l *Load) Queued() *Ticket {
+// Tracker counts requests on endpoints and models: reservations for requests sent to an
+// endpoint, tickets for requests waiting in a router's queue. Only the gateway's view of
+// the cache hands one out; other roles read the counters but never change them. The zero
+// Tracker is ready to use and it is safe for concurrent use.
+type Tracker struct{}
+
+// Reserve counts one request with tokensIn prompt tokens on p and on m.
+func (Tracker) Reserve(m *Model, p *Pod, tokensIn int64) *Reservation {
+	r, _ := Tracker{}.TryReserve(m, p, 0, tokensIn)
+	return r
+}
+
+// TryReserve is Reserve if p has fewer than limit requests in flight, checked and
+// incremented in one atomic step; limit <= 0 means no limit. It reports false, and
+// reserves nothing, when p is at the limit.
+func (Tracker) TryReserve(m *Model, p *Pod, limit, tokensIn int64) (*Reservation, bool) {
+	if !p.load.tryAcquire(limit) {
+		return nil, false
+	}
+	m.load.inFlight.Add(1)
+	p.load.tokensIn.Add(tokensIn)
+	m.load.tokensIn.Add(tokensIn)
+	return &Reservation{pod: p, model: m.load}, true
+}
+
+// Queue records that a request started waiting for the target counted by l and returns a
+// Ticket whose Done ends the wait.
+func (Tracker) Queue(l *Load) *Ticket {
 	l.waiting.Add(1)
 	return &Ticket{load: l}
 }

@@ -13,7 +13,7 @@ func TestReserveRelease(t *testing.T) {
 	m, _ := c.Model("llama")
 	p := m.Endpoints()[0]
 
-	r := m.Reserve(p, 100)
+	r := Tracker{}.Reserve(m, p, 100)
 	if p.Load().InFlight() != 1 || m.Load().InFlight() != 1 {
 		t.Fatalf("in flight = %d/%d, want 1/1", p.Load().InFlight(), m.Load().InFlight())
 	}
@@ -33,7 +33,7 @@ func TestReservationSurvivesPodUpdate(t *testing.T) {
 	c := New()
 	c.UpsertPod(makePod("a").Build())
 	m, _ := c.Model("llama")
-	r := m.Reserve(m.Endpoints()[0], 1)
+	r := Tracker{}.Reserve(m, m.Endpoints()[0], 1)
 	c.UpsertPod(makePod("a").IP("10.0.0.2").Build())
 	p, _ := c.Pod(endpoint.Key{Namespace: "ns", Name: "a"})
 	if p.Load().InFlight() != 1 {
@@ -59,7 +59,7 @@ func TestTryReserveLimitConcurrent(t *testing.T) {
 	)
 	for range goroutines {
 		wg.Go(func() {
-			if r, ok := m.TryReserve(p, limit, 1); ok {
+			if r, ok := (Tracker{}).TryReserve(m, p, limit, 1); ok {
 				mu.Lock()
 				got = append(got, r)
 				mu.Unlock()
@@ -82,7 +82,7 @@ func TestTryReserveLimitConcurrent(t *testing.T) {
 
 func TestQueuedTicket(t *testing.T) {
 	var l Load
-	tk := l.Queued()
+	tk := Tracker{}.Queue(&l)
 	if l.Waiting() != 1 {
 		t.Fatalf("Waiting() = %d, want 1", l.Waiting())
 	}

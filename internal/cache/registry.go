@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -13,7 +14,7 @@ import (
 // Pod is the published view of one engine pod. The embedded Endpoint never changes after
 // publication; a pod update publishes a new Pod. The request counters and the metrics
 // pointer are shared by every version of the pod with the same key (the metrics start
-// over when the pod's address changes), so a reservation taken on an old version is
+// over when the pod's address or port changes), so a reservation taken on an old version is
 // released on the same counters.
 type Pod struct {
 	endpoint.Endpoint
@@ -30,6 +31,16 @@ func (p *Pod) Load() *Load { return p.load }
 // Metrics returns the latest metrics snapshot, or nil before the first scrape. The
 // returned value is never modified.
 func (p *Pod) Metrics() *endpoint.Metrics { return p.metrics.Load() }
+
+// FreshMetrics returns the latest metrics snapshot if it is at most maxAge old at now, and
+// nil when there is none or it is stale. Routers treat nil as unknown.
+func (p *Pod) FreshMetrics(now time.Time, maxAge time.Duration) *endpoint.Metrics {
+	m := p.metrics.Load()
+	if m == nil || m.Stale(now, maxAge) {
+		return nil
+	}
+	return m
+}
 
 // Model is the published view of a model name: a base model or a LoRA adapter and the
 // routable pods that serve it. It never changes after publication except for its
@@ -55,25 +66,6 @@ func (m *Model) Endpoints() []*Pod { return slices.Clone(m.endpoints) }
 
 // Load returns the model's request counters.
 func (m *Model) Load() *Load { return m.load }
-
-// Reserve counts one request with tokensIn prompt tokens on p and on the model.
-func (m *Model) Reserve(p *Pod, tokensIn int64) *Reservation {
-	r, _ := m.TryReserve(p, 0, tokensIn)
-	return r
-}
-
-// TryReserve is Reserve if p has fewer than limit requests in flight, checked and
-// incremented in one atomic step; limit <= 0 means no limit. It reports false, and
-// reserves nothing, when p is at the limit.
-func (m *Model) TryReserve(p *Pod, limit, tokensIn int64) (*Reservation, bool) {
-	if !p.load.tryAcquire(limit) {
-		return nil, false
-	}
-	m.load.inFlight.Add(1)
-	p.load.tokensIn.Add(tokensIn)
-	m.load.tokensIn.Add(tokensIn)
-	return &Reservation{pod: p, model: m.load}, true
-}
 
 // podShards is the number of maps the pod registry is split into, so that a pod change
 // copies one small map rather than all pods.
@@ -122,14 +114,21 @@ type adapterRecord struct {
 	instances []string
 }
 
+// Reader reads the pod and model registries of one Cache. It takes no lock: every value
+// it returns is part of an immutable snapshot or a fresh slice.
+type Reader struct {
+	snap *atomic.Pointer[snapshot]
+}
+
 // Cache holds the pod and model registries and their request counters. Create it with
 // New; it is safe for concurrent use.
 //
-// Readers (Pod, Model, ListEndpoints, Models) load the current snapshot without locking.
-// Writers (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter) hold mu, update the
+// Readers (the embedded Reader) load the current snapshot without locking. Writers (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter) hold mu, update the
 // writer-owned records and publish a new snapshot. SetMetrics swaps one pod's metrics
 // pointer without locking or publishing.
 type Cache struct {
+	Reader
+
 	// snap is stored by writers holding mu and loaded by readers without a lock.
 	snap atomic.Pointer[snapshot]
 
@@ -147,40 +146,55 @@ func New() *Cache {
 		adapters:   make(map[endpoint.Key]adapterRecord),
 		modelLoads: make(map[string]*Load),
 	}
+	c.Reader = Reader{snap: &c.snap}
 	c.snap.Store(&snapshot{models: map[string]*Model{}})
 	return c
 }
 
 // Pod returns the pod with key k, routable or not.
-func (c *Cache) Pod(k endpoint.Key) (*Pod, bool) {
-	return c.snap.Load().pod(k)
+func (r Reader) Pod(k endpoint.Key) (*Pod, bool) {
+	return r.snap.Load().pod(k)
 }
 
 // Model returns the model named name; it exists while at least one routable pod serves it.
-func (c *Cache) Model(name string) (*Model, bool) {
-	m, ok := c.snap.Load().models[name]
+func (r Reader) Model(name string) (*Model, bool) {
+	m, ok := r.snap.Load().models[name]
 	return m, ok
 }
 
 // ListEndpoints returns a fresh slice of the routable pods serving model, sorted by key,
 // or nil if no pod serves it.
-func (c *Cache) ListEndpoints(model string) []*Pod {
-	m, ok := c.Model(model)
+func (r Reader) ListEndpoints(model string) []*Pod {
+	m, ok := r.Model(model)
 	if !ok {
 		return nil
 	}
 	return m.Endpoints()
 }
 
-// Models returns a fresh, sorted slice of the names of all served models and adapters.
-func (c *Cache) Models() []string { return slices.Clone(c.snap.Load().modelNames) }
+// ListPods returns a fresh slice of every known pod, routable or not, in no particular
+// order.
+func (r Reader) ListPods() []*Pod {
+	snap := r.snap.Load()
+	var pods []*Pod
+	for _, shard := range snap.pods {
+		for _, p := range shard {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
 
-// SetMetrics stores m as the latest metrics of the pod with key k, provided the pod still
-// has address addr (the one scraped). It reports whether m was stored. A scrape that
-// races with an address change lands on the old pod's metrics, which are discarded.
-func (c *Cache) SetMetrics(k endpoint.Key, addr string, m endpoint.Metrics) bool {
-	p, ok := c.Pod(k)
-	if !ok || p.Address != addr {
+// Models returns a fresh, sorted slice of the names of all served models and adapters.
+func (r Reader) Models() []string { return slices.Clone(r.snap.Load().modelNames) }
+
+// SetMetrics stores m as the latest metrics of scraped, the version of a pod whose
+// /metrics was read, provided the pod still has the address and port scraped. It reports
+// whether m was stored. A scrape that races with a move is discarded with the old
+// address's metrics.
+func (c *Cache) SetMetrics(scraped *Pod, m endpoint.Metrics) bool {
+	p, ok := c.Pod(scraped.Key)
+	if !ok || p.metrics != scraped.metrics {
 		return false
 	}
 	p.metrics.Store(&m)
@@ -188,7 +202,8 @@ func (c *Cache) SetMetrics(k endpoint.Key, addr string, m endpoint.Metrics) bool
 }
 
 // UpsertPod adds or replaces the pod e.Key. e.Adapters is ignored: adapters come from
-// SetAdapterInstances. e.Labels is copied. Metrics are dropped when the address changes.
+// SetAdapterInstances. e.Labels is copied. Metrics are dropped when the address or port
+// changes.
 func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	e.Labels = maps.Clone(e.Labels)
 	e.Adapters = nil
@@ -200,7 +215,7 @@ func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	case !ok:
 		rec = &podRecord{load: new(Load), metrics: new(atomic.Pointer[endpoint.Metrics])}
 		c.pods[e.Key] = rec
-	case rec.ep.Address != e.Address:
+	case rec.ep.Address != e.Address || rec.ep.Port != e.Port:
 		rec.metrics = new(atomic.Pointer[endpoint.Metrics])
 	}
 	rec.ep = e

@@ -32,9 +32,10 @@ func (b *podBuilder) Model(m string) *podBuilder {
 	b.ep.Labels = map[string]string{"switchboard.dev/model": m}
 	return b
 }
-func (b *podBuilder) NotReady() *podBuilder    { b.ep.Ready = false; return b }
-func (b *podBuilder) Terminating() *podBuilder { b.ep.Terminating = true; return b }
-func (b *podBuilder) Build() endpoint.Endpoint { return b.ep }
+func (b *podBuilder) Port(port int32) *podBuilder { b.ep.Port = port; return b }
+func (b *podBuilder) NotReady() *podBuilder       { b.ep.Ready = false; return b }
+func (b *podBuilder) Terminating() *podBuilder    { b.ep.Terminating = true; return b }
+func (b *podBuilder) Build() endpoint.Endpoint    { return b.ep }
 
 // op is one write applied to a cache in a table test.
 type op func(*Cache)
@@ -48,15 +49,6 @@ func adapter(name, base string, instances ...string) op {
 }
 func delAdapter(name string) op {
 	return func(c *Cache) { c.DeleteAdapter(endpoint.Key{Namespace: "ns", Name: name}) }
-}
-
-// endpointNames returns the pod names serving model, in order.
-func endpointNames(c *Cache, model string) []string {
-	var names []string
-	for _, p := range c.ListEndpoints(model) {
-		names = append(names, p.Key.Name)
-	}
-	return names
 }
 
 func TestRegistryChanges(t *testing.T) {
@@ -173,7 +165,7 @@ func TestRegistryChanges(t *testing.T) {
 			var wantModels []string
 			for m, pods := range tt.want {
 				wantModels = append(wantModels, m)
-				if got := endpointNames(c, m); !slices.Equal(got, pods) {
+				if got := podNames(c.Reader, m); !slices.Equal(got, pods) {
 					t.Errorf("ListEndpoints(%q) = %v, want %v", m, got, pods)
 				}
 			}
@@ -236,7 +228,7 @@ func TestReadersKeepTheirSnapshot(t *testing.T) {
 	if old.Labels["x"] != "1" {
 		t.Errorf("published labels changed to %q", old.Labels["x"])
 	}
-	if got := endpointNames(c, "llama"); !slices.Equal(got, []string{"b"}) {
+	if got := podNames(c.Reader, "llama"); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("ListEndpoints = %v, want [b]", got)
 	}
 }
@@ -245,14 +237,9 @@ func TestSetMetrics(t *testing.T) {
 	c := New()
 	k := endpoint.Key{Namespace: "ns", Name: "a"}
 	c.UpsertPod(makePod("a").Build())
-	if !c.SetMetrics(k, "10.0.0.1", endpoint.Metrics{Running: 3}) {
-		t.Fatal("SetMetrics on current address not stored")
-	}
-	if c.SetMetrics(k, "10.9.9.9", endpoint.Metrics{Running: 9}) {
-		t.Error("SetMetrics for an old address stored")
-	}
-	if c.SetMetrics(endpoint.Key{Namespace: "ns", Name: "zz"}, "10.0.0.1", endpoint.Metrics{}) {
-		t.Error("SetMetrics for an unknown pod stored")
+	scraped, _ := c.Pod(k)
+	if !c.SetMetrics(scraped, endpoint.Metrics{Running: 3}) {
+		t.Fatal("SetMetrics on the current pod not stored")
 	}
 	p, _ := c.Pod(k)
 	if got := p.Metrics(); got == nil || got.Running != 3 {
@@ -263,9 +250,31 @@ func TestSetMetrics(t *testing.T) {
 	if p, _ := c.Pod(k); p.Metrics() == nil {
 		t.Error("metrics dropped on a readiness flip")
 	}
-	c.UpsertPod(makePod("a").IP("10.0.0.2").Build())
-	if p, _ := c.Pod(k); p.Metrics() != nil {
-		t.Error("metrics kept across an IP change")
+	if !c.SetMetrics(scraped, endpoint.Metrics{Running: 4}) {
+		t.Error("a scrape of the same address discarded after a readiness flip")
+	}
+
+	moves := []struct {
+		name string
+		pod  *podBuilder
+	}{
+		{"IP change", makePod("a").IP("10.0.0.2")},
+		{"port change", makePod("a").IP("10.0.0.2").Port(9000)},
+	}
+	for _, move := range moves {
+		before, _ := c.Pod(k)
+		c.UpsertPod(move.pod.Build())
+		if p, _ := c.Pod(k); p.Metrics() != nil {
+			t.Errorf("%s: metrics kept", move.name)
+		}
+		if c.SetMetrics(before, endpoint.Metrics{Running: 9}) {
+			t.Errorf("%s: a scrape of the old address stored", move.name)
+		}
+	}
+
+	c.DeletePod(k)
+	if c.SetMetrics(scraped, endpoint.Metrics{}) {
+		t.Error("SetMetrics for a deleted pod stored")
 	}
 }
 

@@ -117,7 +117,7 @@ func TestStressReadersNeverSeeTornSnapshots(t *testing.T) {
 			k := endpoint.Key{Namespace: "ns", Name: "p" + strconv.Itoa(r.IntN(stressPods))}
 			if p, ok := c.Pod(k); ok {
 				running := float64(r.IntN(100))
-				c.SetMetrics(k, p.Address, endpoint.Metrics{Running: running, Waiting: 2 * running, ScrapedAt: time.Now()})
+				c.SetMetrics(p, endpoint.Metrics{Running: running, Waiting: 2 * running, ScrapedAt: time.Now()})
 			}
 		}
 	})

@@ -1,0 +1,192 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+)
+
+// Options configure a cache context.
+type Options struct {
+	// Scrape configures the engine metrics scraper of the metadata and gateway contexts.
+	Scrape ScrapeOptions
+	// StaleAfter is the age beyond which a metrics snapshot is stale and routers treat an
+	// endpoint's metrics as unknown. Zero means ten scrape intervals.
+	StaleAfter time.Duration
+}
+
+// withDefaults returns o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	o.Scrape = o.Scrape.withDefaults()
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 10 * o.Scrape.Interval
+	}
+	return o
+}
+
+// kindFeed is a feed of any kind, as wired by the init helpers.
+type kindFeed interface {
+	register(mgr ctrl.Manager, role string) error
+	prime(ctx context.Context) error
+}
+
+// Sync reports whether a cache context holds the state of the API server as first listed
+// by its informers; after that, watch events keep it current.
+type Sync struct {
+	synced <-chan struct{}
+}
+
+// Synced reports whether the initial listing has been applied.
+func (s Sync) Synced() bool {
+	select {
+	case <-s.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitForSync blocks until the initial listing has been applied or ctx ends.
+func (s Sync) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for metadata cache sync: %w", ctx.Err())
+	}
+}
+
+// ReadyCheck is a readiness probe (a controller-runtime healthz.Checker) that fails until
+// the initial listing has been applied.
+func (s Sync) ReadyCheck(*http.Request) error {
+	if !s.Synced() {
+		return errors.New("metadata cache not synced")
+	}
+	return nil
+}
+
+// Manager is the controller manager's view of the cache: pods, models and adapters. The
+// manager scrapes no metrics, so Pod.Metrics is always nil, and tracks no requests.
+type Manager struct {
+	Reader
+	Sync
+}
+
+// Metadata is the metadata service's view of the cache: pods, models, adapters and their
+// engine metrics. It tracks no requests.
+type Metadata struct {
+	Reader
+	Sync
+	scraper    *Scraper
+	staleAfter time.Duration
+}
+
+// StaleAfter returns the age beyond which a metrics snapshot is stale.
+func (m *Metadata) StaleAfter() time.Duration { return m.staleAfter }
+
+// ScrapeStats returns the scraper's counters.
+func (m *Metadata) ScrapeStats() ScrapeStats { return m.scraper.Stats() }
+
+// Gateway is the gateway's view of the cache: everything the request path reads (pods,
+// models, adapters, metrics, routing policies, Services, HTTPRoutes and Gateways) and the
+// Tracker that counts its requests. Stored API objects are shared and MUST NOT be modified.
+type Gateway struct {
+	Reader
+	Sync
+	Tracker
+
+	// Policies are the RoutingPolicies.
+	Policies *Store[*v1alpha1.RoutingPolicy]
+	// Services are the Services, reduced to their selectors.
+	Services *Store[Service]
+	// Routes are the HTTPRoutes.
+	Routes *Store[*gatewayv1.HTTPRoute]
+	// Gateways are the Gateways.
+	Gateways *Store[*gatewayv1.Gateway]
+
+	scraper    *Scraper
+	staleAfter time.Duration
+}
+
+// StaleAfter returns the age beyond which a metrics snapshot is stale.
+func (g *Gateway) StaleAfter() time.Duration { return g.staleAfter }
+
+// ScrapeStats returns the scraper's counters.
+func (g *Gateway) ScrapeStats() ScrapeStats { return g.scraper.Stats() }
+
+// InitForManager builds the controller manager's cache context on mgr: Pod and
+// ModelAdapter feeds, no scraper. The scheme of mgr must know core, Switchboard and
+// Gateway API types. The context starts with mgr.
+func InitForManager(mgr ctrl.Manager) (*Manager, error) {
+	c := New()
+	sync, err := wire(mgr, "manager", []kindFeed{podFeed(c), adapterFeed(c)})
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{Reader: c.Reader, Sync: sync}, nil
+}
+
+// InitForMetadata builds the metadata service's cache context on mgr: Pod and
+// ModelAdapter feeds and the metrics scraper. The context starts with mgr.
+func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
+	opts = opts.withDefaults()
+	c := New()
+	scraper := NewScraper(c, opts.Scrape)
+	sync, err := wire(mgr, "metadata", []kindFeed{podFeed(c), adapterFeed(c)}, scraper)
+	if err != nil {
+		return nil, err
+	}
+	return &Metadata{Reader: c.Reader, Sync: sync, scraper: scraper, staleAfter: opts.StaleAfter}, nil
+}
+
+// InitForGateway builds the gateway's cache context on mgr: Pod, ModelAdapter,
+// RoutingPolicy, Service, HTTPRoute and Gateway feeds and the metrics scraper. The
+// context starts with mgr.
+func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
+	opts = opts.withDefaults()
+	c := New()
+	g := &Gateway{
+		Reader:     c.Reader,
+		Policies:   new(Store[*v1alpha1.RoutingPolicy]),
+		Services:   new(Store[Service]),
+		Routes:     new(Store[*gatewayv1.HTTPRoute]),
+		Gateways:   new(Store[*gatewayv1.Gateway]),
+		scraper:    NewScraper(c, opts.Scrape),
+		staleAfter: opts.StaleAfter,
+	}
+	feeds := []kindFeed{
+		podFeed(c), adapterFeed(c), policyFeed(g.Policies),
+		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),
+	}
+	var err error
+	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// wire registers the feeds' controllers, the initial sync and the given runnables with
+// mgr, naming the controllers after role.
+func wire(mgr ctrl.Manager, role string, feeds []kindFeed, runnables ...manager.Runnable) (Sync, error) {
+	synced := make(chan struct{})
+	for _, f := range feeds {
+		if err := f.register(mgr, role); err != nil {
+			return Sync{}, err
+		}
+	}
+	runnables = append(runnables, &initialSync{feeds: feeds, synced: synced})
+	for _, r := range runnables {
+		if err := mgr.Add(r); err != nil {
+			return Sync{}, fmt.Errorf("add %s cache runnable: %w", role, err)
+		}
+	}
+	return Sync{synced: synced}, nil
+}

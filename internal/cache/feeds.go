@@ -1,0 +1,173 @@
+package cache
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+)
+
+// podFeed mirrors engine Pods, those labelled switchboard.dev/model, into c. A Pod that
+// loses the label, or carries an invalid engine or port label, is removed.
+func podFeed(c *Cache) *feed[*corev1.Pod] {
+	return &feed[*corev1.Pod]{
+		kind:      "pod",
+		newObject: func() *corev1.Pod { return new(corev1.Pod) },
+		newList:   func() client.ObjectList { return new(corev1.PodList) },
+		apply: func(pod *corev1.Pod) error {
+			key := endpoint.Key{Namespace: pod.Namespace, Name: pod.Name}
+			ep, ok, err := endpointFromPod(pod)
+			if err != nil || !ok {
+				c.DeletePod(key)
+				return err
+			}
+			c.UpsertPod(ep)
+			return nil
+		},
+		remove: func(k types.NamespacedName) {
+			c.DeletePod(endpoint.Key{Namespace: k.Namespace, Name: k.Name})
+		},
+		predicates: []predicate.Predicate{enginePods},
+	}
+}
+
+// enginePods passes events of Pods that are, or were until this update, engine Pods.
+var enginePods = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return isEnginePod(e.Object) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return isEnginePod(e.Object) },
+	GenericFunc: func(e event.GenericEvent) bool { return isEnginePod(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return isEnginePod(e.ObjectOld) || isEnginePod(e.ObjectNew)
+	},
+}
+
+// isEnginePod reports whether obj carries the switchboard.dev/model label.
+func isEnginePod(obj client.Object) bool {
+	_, ok := obj.GetLabels()[v1alpha1.LabelModel]
+	return ok
+}
+
+// endpointFromPod returns the endpoint described by pod, or false if pod is not an engine
+// Pod. It fails if the engine or port label is invalid.
+func endpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
+	model := pod.Labels[v1alpha1.LabelModel]
+	if model == "" {
+		return endpoint.Endpoint{}, false, nil
+	}
+	engine := endpoint.EngineVLLM
+	if v, ok := pod.Labels[v1alpha1.LabelEngine]; ok {
+		engine = endpoint.Engine(v)
+		if engine != endpoint.EngineVLLM && engine != endpoint.EngineSGLang {
+			return endpoint.Endpoint{}, false, fmt.Errorf("label %s=%q: want %q or %q",
+				v1alpha1.LabelEngine, v, endpoint.EngineVLLM, endpoint.EngineSGLang)
+		}
+	}
+	port := int64(v1alpha1.DefaultEnginePort)
+	if v, ok := pod.Labels[v1alpha1.LabelPort]; ok {
+		var err error
+		if port, err = strconv.ParseInt(v, 10, 32); err != nil || port < 1 || port > 65535 {
+			return endpoint.Endpoint{}, false, fmt.Errorf("label %s=%q: want a port number from 1 to 65535",
+				v1alpha1.LabelPort, v)
+		}
+	}
+	return endpoint.Endpoint{
+		Key:         endpoint.Key{Namespace: pod.Namespace, Name: pod.Name},
+		Address:     pod.Status.PodIP,
+		Port:        int32(port),
+		BaseModel:   model,
+		Engine:      engine,
+		Labels:      pod.Labels,
+		Ready:       isRunningAndReady(pod),
+		Terminating: pod.DeletionTimestamp != nil,
+	}, true, nil
+}
+
+// isRunningAndReady reports whether pod is Running with condition Ready=True.
+func isRunningAndReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// adapterFeed mirrors ModelAdapters into c: each adapter becomes a model served by the
+// pods in its status.instances.
+func adapterFeed(c *Cache) *feed[*v1alpha1.ModelAdapter] {
+	return &feed[*v1alpha1.ModelAdapter]{
+		kind:      "modeladapter",
+		newObject: func() *v1alpha1.ModelAdapter { return new(v1alpha1.ModelAdapter) },
+		newList:   func() client.ObjectList { return new(v1alpha1.ModelAdapterList) },
+		apply: func(ma *v1alpha1.ModelAdapter) error {
+			key := endpoint.Key{Namespace: ma.Namespace, Name: ma.Name}
+			c.SetAdapterInstances(key, ma.Spec.BaseModel, ma.Status.Instances)
+			return nil
+		},
+		remove: func(k types.NamespacedName) {
+			c.DeleteAdapter(endpoint.Key{Namespace: k.Namespace, Name: k.Name})
+		},
+	}
+}
+
+// serviceFeed mirrors Services, reduced to their selectors, into s.
+func serviceFeed(s *Store[Service]) *feed[*corev1.Service] {
+	return &feed[*corev1.Service]{
+		kind:      "service",
+		newObject: func() *corev1.Service { return new(corev1.Service) },
+		newList:   func() client.ObjectList { return new(corev1.ServiceList) },
+		apply: func(svc *corev1.Service) error {
+			v := serviceFromObject(svc)
+			s.set(v.Key, v)
+			return nil
+		},
+		remove: s.remove,
+	}
+}
+
+// objectFeed mirrors objects of one kind unchanged into s. The informer cache hands the
+// feed a deep copy, so the stored object is shared with nobody but the store's readers.
+func objectFeed[T client.Object](kind string, s *Store[T], newObject func() T, newList func() client.ObjectList) *feed[T] {
+	return &feed[T]{
+		kind:      kind,
+		newObject: newObject,
+		newList:   newList,
+		apply: func(obj T) error {
+			s.set(client.ObjectKeyFromObject(obj), obj)
+			return nil
+		},
+		remove: s.remove,
+	}
+}
+
+// policyFeed mirrors RoutingPolicies into s.
+func policyFeed(s *Store[*v1alpha1.RoutingPolicy]) *feed[*v1alpha1.RoutingPolicy] {
+	return objectFeed("routingpolicy", s,
+		func() *v1alpha1.RoutingPolicy { return new(v1alpha1.RoutingPolicy) },
+		func() client.ObjectList { return new(v1alpha1.RoutingPolicyList) })
+}
+
+// routeFeed mirrors HTTPRoutes into s.
+func routeFeed(s *Store[*gatewayv1.HTTPRoute]) *feed[*gatewayv1.HTTPRoute] {
+	return objectFeed("httproute", s,
+		func() *gatewayv1.HTTPRoute { return new(gatewayv1.HTTPRoute) },
+		func() client.ObjectList { return new(gatewayv1.HTTPRouteList) })
+}
+
+// gatewayFeed mirrors Gateways into s.
+func gatewayFeed(s *Store[*gatewayv1.Gateway]) *feed[*gatewayv1.Gateway] {
+	return objectFeed("gateway", s,
+		func() *gatewayv1.Gateway { return new(gatewayv1.Gateway) },
+		func() client.ObjectList { return new(gatewayv1.GatewayList) })
+}

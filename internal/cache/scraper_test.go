@@ -1,0 +1,480 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
+)
+
+// waitUntil polls cond every 10ms and fails the test if it does not hold within 10s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startScraper runs a scraper of c until stop is called or the test ends. stop cancels
+// Start's context, waits for Start to return and checks that it returned nil.
+func startScraper(t *testing.T, c *Cache, opts ScrapeOptions) (s *Scraper, stop func()) {
+	t.Helper()
+	s = NewScraper(c, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Start returned %v, want nil", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Start did not return after its context was cancelled")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return s, stop
+}
+
+// podKey returns the key of the pod named name in makePod's namespace.
+func podKey(name string) endpoint.Key { return endpoint.Key{Namespace: "ns", Name: name} }
+
+// podMetrics returns the latest metrics of the pod named name, or nil.
+func podMetrics(c *Cache, name string) *endpoint.Metrics {
+	p, ok := c.Pod(podKey(name))
+	if !ok {
+		return nil
+	}
+	return p.Metrics()
+}
+
+// waitForScrapes waits until the pod named name has been scraped n more times, checking
+// every snapshot it sees with check (which may be nil).
+func waitForScrapes(t *testing.T, c *Cache, name string, n int, check func(*endpoint.Metrics)) {
+	t.Helper()
+	var last time.Time
+	seen := -1 // the snapshot present at the start does not count
+	waitUntil(t, fmt.Sprintf("pod %s is scraped %d times", name, n), func() bool {
+		m := podMetrics(c, name)
+		if m == nil {
+			return false
+		}
+		if check != nil {
+			check(m)
+		}
+		if !m.ScrapedAt.Equal(last) {
+			last = m.ScrapedAt
+			seen++
+		}
+		return seen >= n
+	})
+}
+
+// ServedBy points the pod at the address and port srv listens on.
+func (b *podBuilder) ServedBy(srv *httptest.Server) *podBuilder {
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	b.ep.Address = addr.IP.String()
+	b.ep.Port = int32(addr.Port)
+	return b
+}
+
+// runningBody is a minimal vLLM /metrics body reporting n running requests.
+func runningBody(n int) string {
+	return fmt.Sprintf("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running %d\n", n)
+}
+
+// metricsServer serves body as /metrics on a loopback port until the test ends.
+func metricsServer(t *testing.T, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// hangingServer is a /metrics server that never answers: each request blocks until the
+// client gives up or the test ends.
+type hangingServer struct {
+	*httptest.Server
+	// requests counts the requests received; gaveUp those the client abandoned.
+	requests, gaveUp atomic.Int64
+}
+
+func newHangingServer(t *testing.T) *hangingServer {
+	t.Helper()
+	h := &hangingServer{}
+	release := make(chan struct{})
+	h.Server = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		h.requests.Add(1)
+		select {
+		case <-r.Context().Done():
+			h.gaveUp.Add(1)
+		case <-release:
+		}
+	}))
+	// Cleanups run last-in first-out: release the handlers, then close the server, which
+	// waits for them.
+	t.Cleanup(h.Close)
+	t.Cleanup(func() { close(release) })
+	return h
+}
+
+// podNetwork routes connections for pod addresses ("10.0.0.1:8000") to loopback test
+// servers, so that pods in a test can have distinct IPs.
+type podNetwork map[string]*httptest.Server
+
+// client returns an HTTP client dialing through the network. Its idle connections are
+// closed when the test ends.
+func (n podNetwork) client(t *testing.T) *http.Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		srv, ok := n[addr]
+		if !ok {
+			return nil, fmt.Errorf("no route to %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, srv.Listener.Addr().String())
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func TestScraperScrapesEngine(t *testing.T) {
+	cfg := enginesim.DefaultConfig()
+	cfg.BlockSize, cfg.KVBlocks, cfg.MaxLoRAs = 32, 1234, 3
+	engine, err := enginesim.NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(engine.Handler())
+	t.Cleanup(srv.Close)
+	// Pods that are not routable must never be scraped.
+	var unroutableRequests atomic.Int64
+	unroutable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		unroutableRequests.Add(1)
+		_, _ = io.WriteString(w, runningBody(1))
+	}))
+	t.Cleanup(unroutable.Close)
+
+	c := New()
+	c.UpsertPod(makePod("engine").ServedBy(srv).Build())
+	c.UpsertPod(makePod("not-ready").ServedBy(unroutable).NotReady().Build())
+	c.UpsertPod(makePod("terminating").ServedBy(unroutable).Terminating().Build())
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond})
+
+	before := time.Now()
+	waitForScrapes(t, c, "engine", 3, nil)
+	m := podMetrics(c, "engine")
+	if m.BlockSize != 32 || m.NumGPUBlocks != 1234 || m.LoRA.MaxLoRA != 3 || m.Running != 0 || m.KVCacheUsage != 0 {
+		t.Errorf("metrics = %+v, want block size 32, 1234 GPU blocks, max LoRA 3, idle", m)
+	}
+	if m.ScrapedAt.Before(before) {
+		t.Errorf("ScrapedAt = %v, before the scraper started at %v", m.ScrapedAt, before)
+	}
+	if st := s.Stats(); st.Succeeded < 3 || st.Failed != 0 {
+		t.Errorf("Stats() = %+v, want at least 3 succeeded and none failed", st)
+	}
+	if n := unroutableRequests.Load(); n != 0 {
+		t.Errorf("unroutable pods were scraped %d times, want 0", n)
+	}
+	for _, name := range []string{"not-ready", "terminating"} {
+		if m := podMetrics(c, name); m != nil {
+			t.Errorf("pod %s has metrics %+v, want none", name, m)
+		}
+	}
+}
+
+// hangingAndHealthyPods returns a cache with pod "hanging", served by the returned
+// server that never answers, and pod "healthy", whose engine reports one running request.
+func hangingAndHealthyPods(t *testing.T) (*Cache, *hangingServer) {
+	hanging := newHangingServer(t)
+	healthy := metricsServer(t, runningBody(1))
+	c := New()
+	c.UpsertPod(makePod("hanging").ServedBy(hanging.Server).Build())
+	c.UpsertPod(makePod("healthy").ServedBy(healthy).Build())
+	return c, hanging
+}
+
+func TestScraperHangingEndpointDoesNotDelayOthers(t *testing.T) {
+	c, hanging := hangingAndHealthyPods(t)
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond})
+
+	waitUntil(t, "the hanging pod is being scraped", func() bool { return hanging.requests.Load() > 0 })
+	waitForScrapes(t, c, "healthy", 3, nil)
+	// The hanging scrape times out, counts as failed and is retried.
+	waitUntil(t, "the hanging scrape fails and is retried", func() bool {
+		return s.Stats().Failed > 0 && hanging.requests.Load() > 1
+	})
+	if m := podMetrics(c, "hanging"); m != nil {
+		t.Errorf("hanging pod has metrics %+v, want none", m)
+	}
+}
+
+// countingTransport counts the requests it has open, from sending to closing the body.
+type countingTransport struct {
+	base                  http.RoundTripper
+	open, maxOpen, nTotal atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.nTotal.Add(1)
+	n := c.open.Add(1)
+	for m := c.maxOpen.Load(); n > m && !c.maxOpen.CompareAndSwap(m, n); m = c.maxOpen.Load() {
+	}
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		c.open.Add(-1)
+		return nil, err
+	}
+	resp.Body = &closeNotifier{ReadCloser: resp.Body, onClose: func() { c.open.Add(-1) }}
+	return resp, nil
+}
+
+// closeNotifier calls onClose once, when the body is first closed.
+type closeNotifier struct {
+	io.ReadCloser
+	once    sync.Once
+	onClose func()
+}
+
+func (b *closeNotifier) Close() error {
+	b.once.Do(b.onClose)
+	return b.ReadCloser.Close()
+}
+
+func TestScraperBoundsConcurrency(t *testing.T) {
+	c := New()
+	for i := range 5 {
+		h := newHangingServer(t)
+		c.UpsertPod(makePod(fmt.Sprintf("hanging-%d", i)).ServedBy(h.Server).Build())
+	}
+	// Count on the client side: a server may notice an abandoned request only after the
+	// scraper has moved on, so it could briefly see more requests than the scraper has open.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(transport.CloseIdleConnections)
+	counter := &countingTransport{base: transport}
+	startScraper(t, c, ScrapeOptions{
+		Interval:      10 * time.Millisecond,
+		Timeout:       50 * time.Millisecond,
+		MaxConcurrent: 2,
+		Client:        &http.Client{Transport: counter},
+	})
+
+	// Every scrape times out, so slots are freed and taken again many times.
+	waitUntil(t, "12 scrapes have started", func() bool { return counter.nTotal.Load() >= 12 })
+	if got := counter.maxOpen.Load(); got != 2 {
+		t.Errorf("at most %d scrapes were open at once, want 2", got)
+	}
+}
+
+func TestScraperStopsWhenPodGoesAway(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *Cache)
+	}{
+		{"deleted", func(c *Cache) { c.DeletePod(podKey("p")) }},
+		{"not ready", func(c *Cache) { c.UpsertPod(makePod("p").IP("10.0.0.1").NotReady().Build()) }},
+		{"terminating", func(c *Cache) { c.UpsertPod(makePod("p").IP("10.0.0.1").Terminating().Build()) }},
+		{"moved", func(c *Cache) { c.UpsertPod(makePod("p").IP("10.0.0.2").Build()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hanging := newHangingServer(t)
+			network := podNetwork{
+				"10.0.0.1:8000": hanging.Server,
+				"10.0.0.2:8000": metricsServer(t, runningBody(2)),
+				"10.0.0.3:8000": metricsServer(t, runningBody(3)),
+			}
+			c := New()
+			c.UpsertPod(makePod("p").IP("10.0.0.1").Build())
+			c.UpsertPod(makePod("witness").IP("10.0.0.3").Build())
+			// The timeout is far longer than the test: only the change can end the scrape.
+			startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: time.Hour, Client: network.client(t)})
+
+			waitUntil(t, "the pod is being scraped", func() bool { return hanging.requests.Load() == 1 })
+			tt.change(c)
+			waitUntil(t, "the scrape is abandoned", func() bool { return hanging.gaveUp.Load() == 1 })
+			// Let a few rounds pass, as witnessed by another pod's scrapes, then check that
+			// the old address was not scraped again.
+			waitForScrapes(t, c, "witness", 3, nil)
+			if n := hanging.requests.Load(); n != 1 {
+				t.Errorf("old address received %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+func TestScraperFollowsAddressChange(t *testing.T) {
+	network := podNetwork{
+		"10.0.0.1:8000": metricsServer(t, runningBody(1)),
+		"10.0.0.2:8000": metricsServer(t, runningBody(2)),
+	}
+	c := New()
+	c.UpsertPod(makePod("p").IP("10.0.0.1").Build())
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Client: network.client(t)})
+	waitUntil(t, "the first address is scraped", func() bool {
+		m := podMetrics(c, "p")
+		return m != nil && m.Running == 1
+	})
+
+	// Scrapes of the old address may be in flight; none of them may land on the new one.
+	c.UpsertPod(makePod("p").IP("10.0.0.2").Build())
+	waitForScrapes(t, c, "p", 3, func(m *endpoint.Metrics) {
+		if m.Running != 2 {
+			t.Fatalf("after the address change, metrics report %v running requests, want 2 (from the new address)", m.Running)
+		}
+	})
+}
+
+func TestScraperFailures(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("testdata", "vllm.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	respond := func(status int, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc // nil: nothing listens on the pod's port
+		engine  endpoint.Engine
+		opts    ScrapeOptions
+	}{
+		{name: "status 500", handler: respond(http.StatusInternalServerError, runningBody(1))},
+		{name: "garbage body", handler: respond(http.StatusOK, "vllm:num_requests_running{ seven\n")},
+		{name: "body too large", handler: respond(http.StatusOK, string(fixture)), opts: ScrapeOptions{MaxBodyBytes: int64(len(fixture)) - 1}},
+		{name: "unknown engine", handler: respond(http.StatusOK, runningBody(1)), engine: "tgi"},
+		{name: "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := makePod("p")
+			if tt.handler != nil {
+				srv := httptest.NewServer(tt.handler)
+				t.Cleanup(srv.Close)
+				pod.ServedBy(srv)
+			} else {
+				// Take a free port, then stop listening on it.
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				addr := l.Addr().(*net.TCPAddr)
+				l.Close()
+				pod.IP(addr.IP.String()).ep.Port = int32(addr.Port)
+			}
+			if tt.engine != "" {
+				pod.ep.Engine = tt.engine
+			}
+			c := New()
+			c.UpsertPod(pod.Build())
+			opts := tt.opts
+			opts.Interval = 10 * time.Millisecond
+			s, _ := startScraper(t, c, opts)
+
+			waitUntil(t, "two scrapes fail", func() bool { return s.Stats().Failed >= 2 })
+			if m := podMetrics(c, "p"); m != nil {
+				t.Errorf("Metrics() = %+v, want nil", m)
+			}
+			if n := s.Stats().Succeeded; n != 0 {
+				t.Errorf("Stats().Succeeded = %d, want 0", n)
+			}
+		})
+	}
+}
+
+func TestScraperBodyAtLimitParses(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("testdata", "vllm.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New()
+	c.UpsertPod(makePod("p").ServedBy(metricsServer(t, string(fixture))).Build())
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, MaxBodyBytes: int64(len(fixture))})
+	waitUntil(t, "the pod is scraped", func() bool { return podMetrics(c, "p") != nil })
+	if m := podMetrics(c, "p"); m.Running != 7 || m.NumGPUBlocks != 27910 {
+		t.Errorf("Metrics() = %+v, want the fixture's 7 running requests and 27910 GPU blocks", m)
+	}
+}
+
+func TestScraperKeepsLastSnapshotOnFailure(t *testing.T) {
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, runningBody(4))
+	}))
+	t.Cleanup(srv.Close)
+	c := New()
+	c.UpsertPod(makePod("p").ServedBy(srv).Build())
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond})
+
+	waitUntil(t, "the pod is scraped", func() bool { return podMetrics(c, "p") != nil })
+	failing.Store(true)
+	failed := s.Stats().Failed
+	waitUntil(t, "two scrapes fail", func() bool { return s.Stats().Failed >= failed+2 })
+	// A scrape that started before the switch may still have succeeded; after that, the
+	// snapshot stays put while every scrape fails.
+	last := podMetrics(c, "p")
+	failed = s.Stats().Failed
+	waitUntil(t, "two more scrapes fail", func() bool { return s.Stats().Failed >= failed+2 })
+	if got := podMetrics(c, "p"); got != last || got.Running != 4 {
+		t.Errorf("Metrics() = %+v, want the last good snapshot %+v", got, last)
+	}
+}
+
+func TestScraperShutdown(t *testing.T) {
+	c, hanging := hangingAndHealthyPods(t)
+	s, stop := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: time.Hour})
+
+	waitUntil(t, "the hanging pod is being scraped", func() bool { return hanging.requests.Load() == 1 })
+	waitForScrapes(t, c, "healthy", 1, nil)
+	stop()
+	// Start waited for the scrape goroutines; the server sees the abandoned request soon.
+	waitUntil(t, "the in-flight scrape is abandoned", func() bool { return hanging.gaveUp.Load() == 1 })
+	if n := s.Stats().Failed; n != 0 {
+		t.Errorf("Stats().Failed = %d, want 0: scrapes abandoned at shutdown are not failures", n)
+	}
+	// goleak in TestMain checks that no scrape or connection goroutine is left behind.
+}
+
+func TestScrapeOptionsDefaults(t *testing.T) {
+	got := ScrapeOptions{Timeout: -1, MaxConcurrent: 5}.withDefaults()
+	want := ScrapeOptions{
+		Interval:      DefaultScrapeInterval,
+		Timeout:       DefaultScrapeTimeout,
+		MaxConcurrent: 5,
+		MaxBodyBytes:  DefaultScrapeMaxBodyBytes,
+	}
+	if got != want {
+		t.Errorf("withDefaults() = %+v, want %+v", got, want)
+	}
+	if NewScraper(New(), ScrapeOptions{}).NeedLeaderElection() {
+		t.Error("NeedLeaderElection() = true, want false: every replica scrapes")
+	}
+}
