@@ -53,8 +53,13 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: tools verify-generated vet ## Run every test suite (unit and envtest, with -race); builds bin/ tools first.
+test: tools verify-generated vet ## Run every test suite (unit and envtest, with -race) and each fuzz target briefly; builds bin/ tools first.
 	KUBEBUILDER_ASSETS=$(K8S_BIN) go test $(GO_TEST_FLAGS) ./...
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 5s; e.g. FUZZTIME=10m make fuzz).
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 ##@ Build
 

@@ -1,0 +1,93 @@
+package routing
+
+import (
+	"errors"
+	"math/rand/v2"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+)
+
+// ErrUndecided is returned by a Scorer or Picker that lacks the data to decide, such as
+// engine metrics that are missing or stale; the router then asks the policy's fallback.
+var ErrUndecided = errors.New("strategy cannot decide")
+
+// Candidate is one endpoint as a routing algorithm sees it during one decision.
+type Candidate struct {
+	*cache.Pod
+	// InFlight is the endpoint's in-flight request count read when the decision started.
+	// The router reserves the chosen endpoint only if the count has not grown since.
+	InFlight int64
+	// Metrics is the endpoint's engine metrics snapshot if it is fresh, nil if it is
+	// missing or stale (unknown).
+	Metrics *endpoint.Metrics
+}
+
+// Scorer rates candidates for a request.
+type Scorer interface {
+	// Score sets scores[i] to the score of cands[i]; higher is better. Scores are
+	// comparable only within one call. It returns ErrUndecided when it cannot rank the
+	// candidates, for instance because every candidate's metrics are unknown.
+	Score(rc *RoutingContext, cands []Candidate, scores []float64) error
+}
+
+// Picker chooses one candidate for a request. Algorithms that need more than "highest
+// score wins", such as a load guard or a sticky table, implement it; Highest builds one
+// from any Scorer.
+type Picker interface {
+	// Pick returns the index in cands of the chosen candidate, or ErrUndecided to defer
+	// to the fallback. cands is never empty. Pick may be called again for the same
+	// request if the chosen endpoint was reserved by another request meanwhile.
+	Pick(rc *RoutingContext, cands []Candidate) (int, error)
+}
+
+// Learner is implemented by algorithms that learn from each routed request, such as a
+// prefix index or a session table. Learn is called once per request, after the chosen
+// endpoint has been reserved.
+type Learner interface {
+	Learn(rc *RoutingContext, chosen *cache.Pod)
+}
+
+// Random returns an integer in [0, n); it MUST be safe for concurrent use. Algorithms
+// take one so that tests can seed their choices.
+type Random func(n int) int
+
+// DefaultRandom is the process-wide, concurrency-safe source of math/rand/v2.
+var DefaultRandom Random = rand.IntN
+
+// Highest returns a Picker that picks the candidate with the highest score, breaking ties
+// uniformly at random with rnd.
+func Highest(s Scorer, rnd Random) Picker {
+	return highest{scorer: s, rnd: rnd}
+}
+
+type highest struct {
+	scorer Scorer
+	rnd    Random
+}
+
+func (h highest) Pick(rc *RoutingContext, cands []Candidate) (int, error) {
+	scores := make([]float64, len(cands))
+	if err := h.scorer.Score(rc, cands, scores); err != nil {
+		return 0, err
+	}
+	return ArgMax(scores, h.rnd), nil
+}
+
+// ArgMax returns the index of the highest score, choosing uniformly at random with rnd
+// among equal highest scores (reservoir sampling, one pass). scores must not be empty.
+func ArgMax(scores []float64, rnd Random) int {
+	best, ties := 0, 1
+	for i := 1; i < len(scores); i++ {
+		switch {
+		case scores[i] > scores[best]:
+			best, ties = i, 1
+		case scores[i] == scores[best]:
+			ties++
+			if rnd(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,151 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+)
+
+// Request is what a router may know about one inference request.
+type Request struct {
+	// Model is the requested model or adapter name.
+	Model string
+	// Prompt is the flattened prompt text (chat messages joined in order).
+	Prompt string
+	// PromptTokens is the estimated number of prompt tokens.
+	PromptTokens int64
+	// MaxTokens is the requested completion length; 0 when the request does not say.
+	MaxTokens int64
+	// Stream reports whether the client asked for a streamed response.
+	Stream bool
+	// RequestID identifies the request in logs and in the x-request-id header.
+	RequestID string
+	// Headers are the request's headers. They MUST NOT be modified.
+	Headers http.Header
+}
+
+// Errors a RoutingContext is rejected with.
+var (
+	// ErrNoEndpoints: the request has no candidate endpoint (the gateway answers 503).
+	ErrNoEndpoints = errors.New("no ready endpoint serves the model")
+	// ErrQueueFull: every candidate is at its concurrency limit and the model's queue is
+	// full (the gateway answers 429).
+	ErrQueueFull = errors.New("request queue is full")
+	// ErrPending is returned by TryResult while the context is unsettled.
+	ErrPending = errors.New("routing decision pending")
+)
+
+// RoutingContext is one request's routing state: the request facts, its candidates and a
+// promise of its target. It embeds the request's context.Context.
+//
+// Synchronisation model: the promise is settled exactly once, by Resolve or Reject,
+// whichever comes first; the sync.Once makes the write of target and err happen before
+// settled is closed, and every reader reads them only after observing settled closed,
+// so readers need no lock. Wait and Settled may be used by any number of goroutines.
+// Request, Model, Candidates and Now are set at construction and never written again.
+type RoutingContext struct {
+	context.Context
+	Request
+
+	// Model is the requested model, whose counters count the request.
+	Model *cache.Model
+	// Candidates are the routable endpoints the request may go to. The slice is owned by
+	// the context and MUST NOT be modified.
+	Candidates []*cache.Pod
+	// Now is when routing started; metrics staleness is judged at this instant.
+	Now time.Time
+
+	once    sync.Once
+	settled chan struct{}
+	target  *Target
+	err     error
+}
+
+// NewRoutingContext returns an unsettled context for req on model, with candidates.
+func NewRoutingContext(ctx context.Context, req Request, model *cache.Model, candidates []*cache.Pod) *RoutingContext {
+	return &RoutingContext{
+		Context:    ctx,
+		Request:    req,
+		Model:      model,
+		Candidates: candidates,
+		Now:        time.Now(),
+		settled:    make(chan struct{}),
+	}
+}
+
+// Resolve settles the context with t. It reports false if the context was already
+// settled, in which case the caller still owns t and MUST release it.
+func (rc *RoutingContext) Resolve(t *Target) bool {
+	return rc.settle(t, nil)
+}
+
+// Reject settles the context with err. It reports false if the context was already
+// settled.
+func (rc *RoutingContext) Reject(err error) bool {
+	return rc.settle(nil, err)
+}
+
+// settle stores the outcome once and reports whether this call stored it.
+func (rc *RoutingContext) settle(t *Target, err error) bool {
+	won := false
+	rc.once.Do(func() {
+		rc.target, rc.err, won = t, err, true
+		close(rc.settled)
+	})
+	return won
+}
+
+// Settled returns a channel closed when the context is resolved or rejected.
+func (rc *RoutingContext) Settled() <-chan struct{} { return rc.settled }
+
+// TryResult returns the outcome without blocking: the target, the rejection error, or
+// ErrPending while unsettled.
+func (rc *RoutingContext) TryResult() (*Target, error) {
+	select {
+	case <-rc.settled:
+		return rc.target, rc.err
+	default:
+		return nil, ErrPending
+	}
+}
+
+// Wait blocks until the context is settled or its context.Context ends, which rejects it
+// with the context's error, and returns the outcome. If a resolution wins the race with
+// the end of the context, Wait returns the target and the caller owns it.
+func (rc *RoutingContext) Wait() (*Target, error) {
+	select {
+	case <-rc.settled:
+	case <-rc.Done():
+		rc.Reject(context.Cause(rc))
+	}
+	<-rc.settled
+	return rc.target, rc.err
+}
+
+// Target is a resolved routing decision: an endpoint with a reservation counted on it and
+// on the model. The holder MUST call Release when the response ends, fails or the client
+// goes away.
+type Target struct {
+	// Pod is the chosen endpoint.
+	Pod *cache.Pod
+
+	reservation *cache.Reservation
+	// onRelease, if set, runs after the reservation is released (the queue's wake-up).
+	onRelease func()
+	once      sync.Once
+}
+
+// Release ends the reservation, adding tokensOut generated tokens to the counters. Only
+// the first call has an effect; it is safe from any goroutine.
+func (t *Target) Release(tokensOut int64) {
+	t.once.Do(func() {
+		t.reservation.Release(tokensOut)
+		if t.onRelease != nil {
+			t.onRelease()
+		}
+	})
+}

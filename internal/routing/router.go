@@ -1,0 +1,139 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+)
+
+// Router settles RoutingContexts: it resolves each with a reserved Target or rejects it.
+// A synchronous router has settled the context when Route returns; an asynchronous one
+// may settle it later, from another goroutine.
+type Router interface {
+	Route(rc *RoutingContext)
+}
+
+// Reserver reserves endpoints for requests; the gateway's cache view provides one.
+type Reserver interface {
+	// TryReserve counts one request with tokensIn prompt tokens on p and on m if p has
+	// fewer than limit requests in flight (limit <= 0: no limit), in one atomic step.
+	TryReserve(m *cache.Model, p *cache.Pod, limit, tokensIn int64) (*cache.Reservation, bool)
+}
+
+// Options configure how a router turns a Picker's choice into a reservation.
+type Options struct {
+	// Reserver reserves the chosen endpoint. Required.
+	Reserver Reserver
+	// Fallback decides when the Picker returns ErrUndecided; nil rejects such requests.
+	Fallback Picker
+	// StaleAfter is the age beyond which an endpoint's metrics are unknown to the
+	// algorithms. Required.
+	StaleAfter time.Duration
+	// MaxInFlight caps the requests in flight on one endpoint; 0 means no cap. Endpoints
+	// at the cap are not offered to the Picker.
+	MaxInFlight int64
+}
+
+// maxAttempts bounds how often a decision is retried because the chosen endpoint's load
+// grew between reading it and reserving it. The last attempt reserves regardless of
+// that growth (within MaxInFlight), so a request never fails for losing races.
+const maxAttempts = 32
+
+// errAllBusy means every candidate is at MaxInFlight.
+var errAllBusy = errors.New("every candidate is at its concurrency limit")
+
+// selector selects and reserves an endpoint in one step.
+type selector struct {
+	picker  Picker
+	learner Learner
+	opts    Options
+}
+
+func newSelector(p Picker, opts Options) selector {
+	learner, _ := p.(Learner)
+	return selector{picker: p, learner: learner, opts: opts}
+}
+
+// selectAndReserve picks an endpoint for rc and reserves it. The reservation succeeds
+// only if the endpoint's in-flight count is still the one the algorithm saw; otherwise
+// the algorithm decides again with fresh counts. A burst of concurrent decisions
+// therefore spreads over endpoints as if they had been made one after another.
+// It returns errAllBusy when every candidate is at MaxInFlight.
+func (s selector) selectAndReserve(rc *RoutingContext) (*Target, error) {
+	if len(rc.Candidates) == 0 {
+		return nil, ErrNoEndpoints
+	}
+	cands := make([]Candidate, 0, len(rc.Candidates))
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		cands = s.candidates(rc, cands[:0])
+		if len(cands) == 0 {
+			return nil, errAllBusy
+		}
+		i, err := s.pick(rc, cands)
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 || i >= len(cands) {
+			return nil, fmt.Errorf("routing algorithm chose candidate %d of %d", i, len(cands))
+		}
+		limit := cands[i].InFlight + 1
+		if attempt == maxAttempts {
+			limit = s.opts.MaxInFlight
+		}
+		if res, ok := s.opts.Reserver.TryReserve(rc.Model, cands[i].Pod, limit, rc.PromptTokens); ok {
+			if s.learner != nil {
+				s.learner.Learn(rc, cands[i].Pod)
+			}
+			return &Target{Pod: cands[i].Pod, reservation: res}, nil
+		}
+	}
+	return nil, errAllBusy
+}
+
+// candidates appends to dst the candidates of rc below MaxInFlight, with their current
+// in-flight counts and fresh metrics.
+func (s selector) candidates(rc *RoutingContext, dst []Candidate) []Candidate {
+	for _, p := range rc.Candidates {
+		n := p.Load().InFlight()
+		if s.opts.MaxInFlight > 0 && n >= s.opts.MaxInFlight {
+			continue
+		}
+		dst = append(dst, Candidate{Pod: p, InFlight: n, Metrics: p.FreshMetrics(rc.Now, s.opts.StaleAfter)})
+	}
+	return dst
+}
+
+// pick asks the picker, then the fallback if the picker cannot decide.
+func (s selector) pick(rc *RoutingContext, cands []Candidate) (int, error) {
+	i, err := s.picker.Pick(rc, cands)
+	if errors.Is(err, ErrUndecided) && s.opts.Fallback != nil {
+		i, err = s.opts.Fallback.Pick(rc, cands)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("route %s: %w", rc.Model.Name, err)
+	}
+	return i, nil
+}
+
+// NewRouter returns a synchronous Router that selects with p and reserves in the same
+// step. When every candidate is at opts.MaxInFlight it rejects with ErrQueueFull; use
+// NewQueue to wait for capacity instead.
+func NewRouter(p Picker, opts Options) Router {
+	return syncRouter{sel: newSelector(p, opts)}
+}
+
+type syncRouter struct{ sel selector }
+
+func (r syncRouter) Route(rc *RoutingContext) {
+	t, err := r.sel.selectAndReserve(rc)
+	switch {
+	case errors.Is(err, errAllBusy):
+		rc.Reject(ErrQueueFull)
+	case err != nil:
+		rc.Reject(err)
+	case !rc.Resolve(t):
+		t.Release(0)
+	}
+}
