@@ -16,7 +16,9 @@ var cacheTracker cache.Tracker
 // fixedPicker always picks the candidate at one index.
 type fixedPicker int
 
-func (f fixedPicker) Pick(*routing.RoutingContext, []routing.Candidate) (int, error) { return int(f), nil }
+func (f fixedPicker) Pick(*routing.RoutingContext, []routing.Candidate) (int, error) {
+	return int(f), nil
+}
 
 // undecided never decides.
 type undecided struct{}
@@ -126,21 +128,8 @@ func TestRouterLearnsOnceAfterReserving(t *testing.T) {
 // each endpoint with 100 ± 1 requests in flight.
 func TestSelectAndReserveBurst(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 10)
-	router := routing.NewRouter(leastInFlight{}, routing.Options{Reserver: cacheTracker, StaleAfter: routingtest.StaleAfter})
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 1000 {
-		wg.Go(func() {
-			rc := fleet.Context(routing.Request{})
-			<-start
-			router.Route(rc)
-			if _, err := rc.TryResult(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	router := routing.NewRouter(leastInFlight{}, routingtest.Options())
+	routingtest.RouteBurst(t, router, fleet, 1000)
 	for i := range 10 {
 		if n := fleet.Pod(i).Load().InFlight(); n < 99 || n > 101 {
 			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)

@@ -1,0 +1,261 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Request is what the gateway reads from an OpenAI-compatible completion request.
+type Request struct {
+	// Model is the requested model or adapter name; never empty.
+	Model string
+	// Stream reports whether the client asked for a server-sent-event stream.
+	Stream bool
+	// Prompt is the prompt text: for chat requests the messages flattened as described
+	// on ParseRequest, for completion requests the prompt strings concatenated in order.
+	Prompt string
+	// MaxTokens is the requested completion length (max_completion_tokens, else
+	// max_tokens); 0 when the request does not say.
+	MaxTokens int64
+	// Chat reports whether the body is a chat request (it has messages).
+	Chat bool
+}
+
+// RequestError reports a request body the gateway rejects with 400
+// invalid_request_error. Its Message is meant for the client.
+type RequestError struct {
+	// Message says what is wrong with the body, naming the offending field.
+	Message string
+	// Err is the underlying decoding error, if any; it is not shown to clients.
+	Err error
+}
+
+// Error returns the client-facing message.
+func (e *RequestError) Error() string { return e.Message }
+
+// Unwrap returns the underlying decoding error.
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// badRequest returns a *RequestError with a formatted message.
+func badRequest(format string, args ...any) *RequestError {
+	return &RequestError{Message: fmt.Sprintf(format, args...)}
+}
+
+// body holds the fields ParseRequest reads; prompt and content shapes vary, so they
+// stay raw until inspected.
+type body struct {
+	Model               *string         `json:"model"`
+	Stream              *bool           `json:"stream"`
+	Messages            json.RawMessage `json:"messages"`
+	Prompt              json.RawMessage `json:"prompt"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+}
+
+type message struct {
+	Role    *string         `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// ParseRequest reads a chat completion body (with "messages") or a text completion body
+// (with "prompt"). Every error it returns is a *RequestError: the body is not one JSON
+// object, model is missing or empty, neither or both of messages and prompt are given,
+// or a field has the wrong type or a negative length.
+//
+// A chat request's Prompt is the concatenation, in message order, of
+// role + ": " + text + "\n" for each message, where text is the content string, or the
+// concatenation of the "text" of the content parts of type "text" (other parts, and a
+// null content, contribute nothing). The flattening is deterministic and message-local,
+// so the Prompt of a conversation's next turn starts with the Prompt of its earlier
+// messages; prefix-cache routing relies on that.
+//
+// A completion request's prompt is a string or a non-empty array of strings, which are
+// concatenated without separator; arrays of token ids are rejected, because routing
+// works on text until a tokenizer is configured.
+//
+// JSON object keys are matched as encoding/json matches them (case-insensitively,
+// the last duplicate wins). Fields other than those of Request are not inspected.
+func ParseRequest(data []byte) (Request, error) {
+	var b body
+	if err := json.Unmarshal(data, &b); err != nil {
+		return Request{}, decodeError(err)
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return Request{}, badRequest("request body must be a JSON object")
+	}
+	if b.Model == nil || *b.Model == "" {
+		return Request{}, badRequest("model is required")
+	}
+	req := Request{Model: *b.Model, Stream: b.Stream != nil && *b.Stream}
+
+	switch n := b.MaxCompletionTokens; {
+	case n != nil && *n < 0:
+		return Request{}, badRequest("max_completion_tokens must not be negative")
+	case n != nil:
+		req.MaxTokens = *n
+	case b.MaxTokens != nil && *b.MaxTokens < 0:
+		return Request{}, badRequest("max_tokens must not be negative")
+	case b.MaxTokens != nil:
+		req.MaxTokens = *b.MaxTokens
+	}
+
+	hasMessages, hasPrompt := present(b.Messages), present(b.Prompt)
+	var err error
+	switch {
+	case hasMessages && hasPrompt:
+		return Request{}, badRequest("messages and prompt are mutually exclusive")
+	case hasMessages:
+		req.Chat = true
+		req.Prompt, err = chatPrompt(b.Messages)
+	case hasPrompt:
+		req.Prompt, err = textPrompt(b.Prompt)
+	default:
+		return Request{}, badRequest("messages (chat) or prompt (completions) is required")
+	}
+	if err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
+
+// present reports whether a raw field was given with a non-null value.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
+}
+
+// decodeError turns an encoding/json error into a client-facing *RequestError.
+func decodeError(err error) *RequestError {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			return &RequestError{Message: "request body must be a JSON object", Err: err}
+		}
+		return &RequestError{Message: fmt.Sprintf("%s must be %s, not a JSON %s",
+			typeErr.Field, describe(typeErr.Type.Kind().String()), typeErr.Value), Err: err}
+	}
+	return &RequestError{Message: "request body is not valid JSON: " + err.Error(), Err: err}
+}
+
+// describe names the JSON type a Go kind of a body field is decoded from.
+func describe(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int64":
+		return "an integer"
+	default:
+		return "a valid value"
+	}
+}
+
+// chatPrompt flattens chat messages as described on ParseRequest.
+func chatPrompt(raw json.RawMessage) (string, error) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return "", &RequestError{Message: "messages must be an array of message objects", Err: err}
+	}
+	if len(msgs) == 0 {
+		return "", badRequest("messages must not be empty")
+	}
+	var sb strings.Builder
+	for i, rawMsg := range msgs {
+		var m message
+		if err := json.Unmarshal(rawMsg, &m); err != nil || bytes.Equal(rawMsg, []byte("null")) {
+			return "", &RequestError{Message: fmt.Sprintf("messages[%d] must be an object with a string role", i), Err: err}
+		}
+		if m.Role == nil || *m.Role == "" {
+			return "", badRequest("messages[%d].role is required", i)
+		}
+		sb.WriteString(*m.Role)
+		sb.WriteString(": ")
+		if err := writeContent(&sb, m.Content); err != nil {
+			return "", &RequestError{Message: fmt.Sprintf("messages[%d].content must be a string, an array of content parts or null", i), Err: err}
+		}
+		sb.WriteByte('\n')
+	}
+	return sb.String(), nil
+}
+
+// writeContent appends the text of one message content: a string, an array of content
+// parts (only parts of type "text" count) or null.
+func writeContent(sb *strings.Builder, raw json.RawMessage) error {
+	if !present(raw) {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		sb.WriteString(s)
+		return nil
+	}
+	var parts []*contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p == nil {
+			return errors.New("null content part")
+		}
+		if p.Type == "text" {
+			sb.WriteString(p.Text)
+		}
+	}
+	return nil
+}
+
+// textPrompt reads a completion prompt: a string or a non-empty array of strings,
+// concatenated in order.
+func textPrompt(raw json.RawMessage) (string, error) {
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", &RequestError{Message: "prompt must be a string or an array of strings", Err: err}
+		}
+		return s, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", &RequestError{Message: "prompt must be a string or an array of strings", Err: err}
+	}
+	if len(list) == 0 {
+		return "", badRequest("prompt must not be an empty array")
+	}
+	var sb strings.Builder
+	for i, item := range list {
+		if item[0] != '"' {
+			if item[0] == '[' || item[0] == '-' || (item[0] >= '0' && item[0] <= '9') {
+				return "", badRequest("prompt: token id arrays are not supported; send the prompt as text")
+			}
+			return "", badRequest("prompt[%d] must be a string", i)
+		}
+		var s string
+		if err := json.Unmarshal(item, &s); err != nil {
+			return "", &RequestError{Message: fmt.Sprintf("prompt[%d] must be a string", i), Err: err}
+		}
+		sb.WriteString(s)
+	}
+	return sb.String(), nil
+}
+
+// bytesPerToken is the number of prompt bytes counted as one token, the approximation
+// internal/enginesim and prefix-cache routing share.
+const bytesPerToken = 4
+
+// EstimateTokens approximates the token count of s as ceil(len(s)/4), counting bytes.
+// It is the approximation Switchboard uses until a tokenizer is configured, the same
+// rule as internal/enginesim's, so the gateway's counts agree with the simulator's.
+func EstimateTokens(s string) int64 {
+	return (int64(len(s)) + bytesPerToken - 1) / bytesPerToken
+}

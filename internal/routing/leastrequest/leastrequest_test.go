@@ -1,0 +1,77 @@
+package leastrequest_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/leastrequest"
+	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+)
+
+func TestPickChoosesFewestInFlight(t *testing.T) {
+	tests := []struct {
+		name     string
+		inFlight []int
+		want     []int // acceptable indices; every one of them must come up
+	}{
+		{name: "single candidate", inFlight: []int{5}, want: []int{0}},
+		{name: "one least loaded", inFlight: []int{3, 1, 2}, want: []int{1}},
+		{name: "ties broken at random", inFlight: []int{2, 0, 4, 0, 0}, want: []int{1, 3, 4}},
+		{name: "all idle", inFlight: []int{0, 0, 0}, want: []int{0, 1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", len(tt.inFlight))
+			for i, n := range tt.inFlight {
+				fleet.Reserve(i, n)
+			}
+			rc := fleet.Context(routing.Request{})
+			cands := routingtest.Candidates(rc)
+			r := routing.Highest(leastrequest.New(), routingtest.SeededRandom(1))
+			seen := map[int]bool{}
+			for range 100 {
+				i, err := r.Pick(rc, cands)
+				if err != nil {
+					t.Fatalf("Pick: %v", err)
+				}
+				if !slices.Contains(tt.want, i) {
+					t.Fatalf("Pick = %d, want one of %v", i, tt.want)
+				}
+				seen[i] = true
+			}
+			if len(seen) != len(tt.want) {
+				t.Errorf("picked %v over 100 decisions, want each of %v", seen, tt.want)
+			}
+		})
+	}
+}
+
+func TestScoreIsMinusInFlight(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	fleet.Reserve(0, 4)
+	fleet.Reserve(2, 1)
+	rc := fleet.Context(routing.Request{})
+	scores := make([]float64, 3)
+	// No metrics at all: least-request never needs them.
+	if err := leastrequest.New().Score(rc, routingtest.Candidates(rc), scores); err != nil {
+		t.Fatalf("Score: %v", err)
+	}
+	if want := []float64{-4, 0, -1}; !slices.Equal(scores, want) {
+		t.Errorf("scores = %v, want %v", scores, want)
+	}
+}
+
+// TestBurstSpreadsEvenly checks that selection and reservation happen in one step: 1,000
+// concurrent decisions over 10 idle pods, none released, leave each pod with 100 ± 1
+// requests in flight.
+func TestBurstSpreadsEvenly(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 10)
+	router := routing.NewRouter(routing.Highest(leastrequest.New(), routingtest.SeededRandom(1)), routingtest.Options())
+	routingtest.RouteBurst(t, router, fleet, 1000)
+	for i, p := range fleet.Pods() {
+		if n := p.Load().InFlight(); n < 99 || n > 101 {
+			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
+		}
+	}
+}

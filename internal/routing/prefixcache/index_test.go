@@ -1,0 +1,155 @@
+package prefixcache_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
+	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+)
+
+// chain returns n distinct fake block hashes starting at first.
+func chain(first uint64, n int) []uint64 {
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = first + uint64(i)
+	}
+	return hashes
+}
+
+func TestIndexMatch(t *testing.T) {
+	a, b := routingtest.Key(0), routingtest.Key(1)
+	ix := prefixcache.NewIndex(100)
+	ix.Add(a, []uint64{1, 2, 3})
+	ix.Add(a, []uint64{1, 2, 7, 8})
+	ix.Add(b, []uint64{5, 6})
+
+	tests := []struct {
+		name   string
+		hashes []uint64
+		wantA  int
+		wantB  int
+	}{
+		{name: "empty", hashes: nil, wantA: 0, wantB: 0},
+		{name: "whole prompt held", hashes: []uint64{1, 2, 3}, wantA: 3, wantB: 0},
+		{name: "prefix held, then a miss", hashes: []uint64{1, 2, 3, 4}, wantA: 3, wantB: 0},
+		{name: "branching prompt", hashes: []uint64{1, 2, 7, 8, 9}, wantA: 4, wantB: 0},
+		{name: "stops at the first miss", hashes: []uint64{1, 9, 3}, wantA: 1, wantB: 0},
+		{name: "first block missing", hashes: []uint64{9, 2, 3}, wantA: 0, wantB: 0},
+		{name: "another endpoint's prompt", hashes: []uint64{5, 6, 1}, wantA: 0, wantB: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ix.Match(a, tt.hashes); got != tt.wantA {
+				t.Errorf("Match(a) = %d, want %d", got, tt.wantA)
+			}
+			if got := ix.Match(b, tt.hashes); got != tt.wantB {
+				t.Errorf("Match(b) = %d, want %d", got, tt.wantB)
+			}
+			if got := ix.Match(routingtest.Key(2), tt.hashes); got != 0 {
+				t.Errorf("Match(unknown) = %d, want 0", got)
+			}
+		})
+	}
+
+	ix.Forget(a)
+	if got := ix.Match(a, []uint64{1}); got != 0 || ix.Blocks(a) != 0 {
+		t.Errorf("after Forget: Match = %d, Blocks = %d, want 0, 0", got, ix.Blocks(a))
+	}
+	if got := ix.Match(b, []uint64{5}); got != 1 {
+		t.Errorf("Forget(a) changed b: Match = %d, want 1", got)
+	}
+}
+
+func TestIndexBoundedLRU(t *testing.T) {
+	const bound = 10
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(bound)
+
+	old := chain(100, 6)
+	ix.Add(k, old)
+	ix.Add(k, chain(200, 6)) // 12 hashes offered: the last 2 of the old prompt go
+	if got := ix.Blocks(k); got != bound {
+		t.Fatalf("Blocks = %d, want the bound %d", got, bound)
+	}
+	if got := ix.Match(k, old); got != 4 {
+		t.Errorf("old prompt matches %d blocks, want its first 4 (its tail is evicted first)", got)
+	}
+	if got := ix.Match(k, chain(200, 6)); got != 6 {
+		t.Errorf("new prompt matches %d blocks, want 6", got)
+	}
+
+	// Re-adding refreshes recency: the old prefix survives the next insertion.
+	ix.Add(k, old[:2])
+	ix.Add(k, chain(300, 4))
+	if got := ix.Match(k, old); got != 2 {
+		t.Errorf("refreshed old prefix matches %d blocks, want 2", got)
+	}
+	if got := ix.Blocks(k); got != bound {
+		t.Errorf("Blocks = %d, want the bound %d", got, bound)
+	}
+
+	// A prompt longer than the bound keeps its leading blocks.
+	long := chain(1000, 3*bound)
+	ix.Add(k, long)
+	if got := ix.Match(k, long); got != bound {
+		t.Errorf("over-long prompt matches %d blocks, want its first %d", got, bound)
+	}
+}
+
+func TestIndexBoundOfOne(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(1)
+	for h := range uint64(5) {
+		ix.Add(k, []uint64{h})
+		if ix.Blocks(k) != 1 || ix.Match(k, []uint64{h}) != 1 {
+			t.Fatalf("after adding %d: Blocks = %d, Match = %d, want 1, 1", h, ix.Blocks(k), ix.Match(k, []uint64{h}))
+		}
+	}
+}
+
+func TestNewIndexRejectsBadBound(t *testing.T) {
+	for _, bound := range []int{0, -1, 1 << 31} {
+		t.Run(fmt.Sprint(bound), func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewIndex(%d) did not panic", bound)
+				}
+			}()
+			prefixcache.NewIndex(bound)
+		})
+	}
+}
+
+// TestIndexConcurrentUse exercises Add, Match, Blocks and Forget from many goroutines;
+// run with -race. Each endpoint's set must stay within its bound.
+func TestIndexConcurrentUse(t *testing.T) {
+	const bound, endpoints = 64, 4
+	ix := prefixcache.NewIndex(bound)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				k := routingtest.Key((g + i) % endpoints)
+				hashes := chain(uint64(i%10)*100, 20)
+				switch i % 4 {
+				case 0, 1:
+					ix.Add(k, hashes)
+				case 2:
+					if n := ix.Match(k, hashes); n < 0 || n > len(hashes) {
+						t.Errorf("Match = %d out of [0, %d]", n, len(hashes))
+					}
+				case 3:
+					if g == 0 {
+						ix.Forget(k)
+					}
+					if n := ix.Blocks(k); n > bound {
+						t.Errorf("Blocks = %d beyond the bound %d", n, bound)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

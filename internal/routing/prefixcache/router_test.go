@@ -1,0 +1,445 @@
+package prefixcache_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
+	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+)
+
+// harness routes requests over a fleet with a prefix-cache router, as the gateway does.
+type harness struct {
+	fleet  *routingtest.Fleet
+	prefix *prefixcache.Router
+	router routing.Router
+}
+
+func newHarness(pods int, cfg prefixcache.Config, seed uint64) *harness {
+	fleet := routingtest.NewFleet("llama", pods)
+	cfg.Pods = fleet.Cache
+	prefix := prefixcache.New(cfg, routingtest.SeededRandom(seed))
+	return &harness{
+		fleet:  fleet,
+		prefix: prefix,
+		router: routing.NewRouter(prefix, routing.Options{Reserver: cache.Tracker{}, StaleAfter: routingtest.StaleAfter}),
+	}
+}
+
+// route routes one request with prompt and returns its target, whose reservation the
+// caller releases.
+func (h *harness) route(t testing.TB, prompt string) *routing.Target {
+	t.Helper()
+	rc := h.fleet.Context(routing.Request{Prompt: prompt, PromptTokens: int64(len(prompt) / 4)})
+	h.router.Route(rc)
+	target, err := rc.TryResult()
+	if err != nil {
+		t.Fatalf("route: %v", err)
+	}
+	return target
+}
+
+// podIndex returns the fleet index of p.
+func podIndex(t testing.TB, p *cache.Pod) int {
+	t.Helper()
+	var i int
+	if _, err := fmt.Sscanf(p.Key.Name, "p%d", &i); err != nil {
+		t.Fatalf("pod %s is not a fleet pod", p.Key)
+	}
+	return i
+}
+
+// inFlightSpread returns the busiest fleet pod's in-flight count minus the idlest one's.
+func inFlightSpread(f *routingtest.Fleet) int64 {
+	pods := f.Pods()
+	lo, hi := pods[0].Load().InFlight(), pods[0].Load().InFlight()
+	for _, p := range pods[1:] {
+		lo, hi = min(lo, p.Load().InFlight()), max(hi, p.Load().InFlight())
+	}
+	return hi - lo
+}
+
+// Prompts of TestPick use one-token blocks, 4 bytes each.
+const (
+	promptABCD = "aaaabbbbccccdddd" // 4 blocks
+	promptAB   = "aaaabbbb"         // its first 2 blocks
+)
+
+func TestPick(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      prefixcache.Config
+		learnt   map[int]string // pod → prompt routed to it earlier
+		learnFor string         // model the prompts were learnt for; the fleet's if empty
+		inFlight []int
+		prompt   string
+		want     int
+	}{
+		{
+			name:     "prompt without a whole block goes to the least loaded",
+			learnt:   map[int]string{0: promptABCD},
+			inFlight: []int{3, 1, 2, 5},
+			prompt:   "aaa",
+			want:     1,
+		},
+		{
+			name:     "nothing learnt goes to the least loaded",
+			inFlight: []int{3, 2, 0, 5},
+			prompt:   promptABCD,
+			want:     2,
+		},
+		{
+			name:     "the endpoint holding the prefix wins within the threshold",
+			learnt:   map[int]string{2: promptABCD},
+			inFlight: []int{0, 0, 4, 0},
+			prompt:   promptABCD,
+			want:     2,
+		},
+		{
+			name:     "a longer prefix beats a shorter one",
+			learnt:   map[int]string{0: promptAB, 1: promptABCD},
+			inFlight: []int{0, 1, 0, 0},
+			prompt:   promptABCD + "eeee",
+			want:     1,
+		},
+		{
+			name:     "among equal matches the least loaded wins",
+			learnt:   map[int]string{1: promptABCD, 3: promptABCD},
+			inFlight: []int{0, 3, 0, 2},
+			prompt:   promptABCD,
+			want:     3,
+		},
+		{
+			name:     "a spread at the threshold keeps the match",
+			cfg:      prefixcache.Config{LoadImbalanceThreshold: 8},
+			learnt:   map[int]string{2: promptABCD},
+			inFlight: []int{0, 1, 8, 1},
+			prompt:   promptABCD,
+			want:     2,
+		},
+		{
+			name:     "an endpoint beyond the threshold loses its match to the least loaded",
+			cfg:      prefixcache.Config{LoadImbalanceThreshold: 8},
+			learnt:   map[int]string{2: promptABCD},
+			inFlight: []int{1, 1, 10, 0},
+			prompt:   promptABCD,
+			want:     3,
+		},
+		{
+			name:     "an overloaded endpoint does not cost other endpoints their matches",
+			cfg:      prefixcache.Config{LoadImbalanceThreshold: 8},
+			learnt:   map[int]string{1: promptABCD},
+			inFlight: []int{20, 2, 0, 1},
+			prompt:   promptABCD,
+			want:     1,
+		},
+		{
+			name:     "a match below MinMatchRatio goes to the least loaded",
+			cfg:      prefixcache.Config{MinMatchRatio: 0.75},
+			learnt:   map[int]string{2: promptAB},
+			inFlight: []int{2, 1, 0, 2},
+			prompt:   promptABCD,
+			want:     2,
+		},
+		{
+			name:     "a match at MinMatchRatio counts",
+			cfg:      prefixcache.Config{MinMatchRatio: 0.5},
+			learnt:   map[int]string{0: promptAB},
+			inFlight: []int{2, 1, 0, 2},
+			prompt:   promptABCD,
+			want:     0,
+		},
+		{
+			name:     "prefixes of another model do not count",
+			learnt:   map[int]string{0: promptABCD},
+			learnFor: "mistral",
+			inFlight: []int{2, 1, 0, 2},
+			prompt:   promptABCD,
+			want:     2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", len(tt.inFlight))
+			cfg := tt.cfg
+			cfg.BlockSize = 1
+			cfg.Pods = fleet.Cache
+			r := prefixcache.New(cfg, routingtest.SeededRandom(1))
+			for pod, prompt := range tt.learnt {
+				rc := fleet.Context(routing.Request{Prompt: prompt})
+				if tt.learnFor != "" {
+					rc.Request.Model = tt.learnFor
+				}
+				r.Learn(rc, fleet.Pod(pod))
+			}
+			for pod, n := range tt.inFlight {
+				fleet.Reserve(pod, n)
+			}
+			rc := fleet.Context(routing.Request{Prompt: tt.prompt})
+			got, err := r.Pick(rc, routingtest.Candidates(rc))
+			if err != nil || got != tt.want {
+				t.Errorf("Pick() = %d, %v; want %d, nil", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestScore(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	r.Learn(fleet.Context(routing.Request{Prompt: promptABCD}), fleet.Pod(0))
+	r.Learn(fleet.Context(routing.Request{Prompt: promptAB}), fleet.Pod(1))
+
+	rc := fleet.Context(routing.Request{Prompt: promptABCD})
+	scores := make([]float64, 3)
+	if err := r.Score(rc, routingtest.Candidates(rc), scores); err != nil {
+		t.Fatalf("Score() error = %v", err)
+	}
+	if want := []float64{1, 0.5, 0}; fmt.Sprint(scores) != fmt.Sprint(want) {
+		t.Errorf("scores = %v, want %v", scores, want)
+	}
+
+	short := fleet.Context(routing.Request{Prompt: "aaa"})
+	if err := r.Score(short, routingtest.Candidates(short), scores); !errors.Is(err, routing.ErrUndecided) {
+		t.Errorf("Score() of a prompt without a whole block: error = %v, want ErrUndecided", err)
+	}
+}
+
+// TestPickProperties checks, over random learnt state and loads, that Pick returns a
+// candidate index, never one more than the threshold busier than the idlest candidate,
+// and one of the least loaded for prompts without a whole block.
+func TestPickProperties(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	const threshold = 3
+	for iter := range 200 {
+		pods := 1 + rnd.IntN(6)
+		fleet := routingtest.NewFleet("llama", pods)
+		r := prefixcache.New(prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: threshold, Pods: fleet.Cache},
+			routingtest.SeededRandom(uint64(iter)))
+		prompt := strings.Repeat("x", rnd.IntN(40))
+		for range rnd.IntN(10) {
+			r.Learn(fleet.Context(routing.Request{Prompt: prompt[:rnd.IntN(len(prompt)+1)]}), fleet.Pod(rnd.IntN(pods)))
+		}
+		for i := range pods {
+			fleet.Reserve(i, rnd.IntN(8))
+		}
+		rc := fleet.Context(routing.Request{Prompt: prompt})
+		cands := routingtest.Candidates(rc)
+		got, err := r.Pick(rc, cands)
+		if err != nil || got < 0 || got >= len(cands) {
+			t.Fatalf("iteration %d: Pick() = %d, %v with %d candidates", iter, got, err, len(cands))
+		}
+		for _, c := range cands {
+			if cands[got].InFlight > c.InFlight+threshold || (len(prompt) < 4 && cands[got].InFlight > c.InFlight) {
+				t.Fatalf("iteration %d: Pick chose %d in flight over %d (prompt of %d bytes)", iter, cands[got].InFlight, c.InFlight, len(prompt))
+			}
+		}
+	}
+}
+
+// conversation is a chat whose flattened prompt grows by one exchange per turn, the way
+// openai.ParseRequest flattens messages.
+type conversation struct {
+	prompt strings.Builder
+	id     int
+}
+
+func (c *conversation) nextTurn(turn int) string {
+	if turn == 0 {
+		fmt.Fprintf(&c.prompt, "system: You are assistant %d. Answer questions about topic %d with care.\n", c.id, c.id)
+	}
+	fmt.Fprintf(&c.prompt, "user: Question %d of conversation %d: %s\n", turn, c.id, strings.Repeat("why? ", 20))
+	prompt := c.prompt.String()
+	fmt.Fprintf(&c.prompt, "assistant: Answer %d: %s\n", turn, strings.Repeat("because. ", 20))
+	return prompt
+}
+
+// runConversations routes turns turns of each conversation, round by round, releasing
+// each reservation right after routing. It returns the pod of every turn.
+func runConversations(t *testing.T, h *harness, convs []*conversation, fromTurn, toTurn int, onRound func(turn int)) [][]int {
+	t.Helper()
+	pods := make([][]int, len(convs))
+	for turn := fromTurn; turn < toTurn; turn++ {
+		if onRound != nil {
+			onRound(turn)
+		}
+		for c, conv := range convs {
+			target := h.route(t, conv.nextTurn(turn))
+			pods[c] = append(pods[c], podIndex(t, target.Pod))
+			target.Release(1)
+		}
+	}
+	return pods
+}
+
+func newConversations(n int) []*conversation {
+	convs := make([]*conversation, n)
+	for i := range convs {
+		convs[i] = &conversation{id: i}
+	}
+	return convs
+}
+
+func TestMultiTurnConversationsStickAndBalance(t *testing.T) {
+	const convCount, turns, podCount = 20, 5, 8
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			h := newHarness(podCount, prefixcache.Config{}, seed)
+			pods := runConversations(t, h, newConversations(convCount), 0, turns, nil)
+
+			sticky, later := 0, 0
+			perPod := make([]int, podCount)
+			for _, convPods := range pods {
+				perPod[convPods[0]]++
+				for _, p := range convPods[1:] {
+					later++
+					if p == convPods[0] {
+						sticky++
+					}
+				}
+			}
+			if float64(sticky) < 0.9*float64(later) {
+				t.Errorf("%d of %d later turns stayed on their conversation's first pod, want >= 90%%", sticky, later)
+			}
+			fairShare := float64(convCount) / podCount
+			for pod, n := range perPod {
+				if float64(n) > 2*fairShare {
+					t.Errorf("pod %d got %d conversations, more than twice the fair share %.1f", pod, n, fairShare)
+				}
+			}
+		})
+	}
+}
+
+func TestConversationsAvoidAnOverloadedEndpoint(t *testing.T) {
+	const convCount, podCount, overloaded = 20, 8, 0
+	h := newHarness(podCount, prefixcache.Config{LoadImbalanceThreshold: 8}, 3)
+	convs := newConversations(convCount)
+	first := runConversations(t, h, convs, 0, 2, nil)
+	onOverloaded := 0
+	for _, convPods := range first {
+		if convPods[0] == overloaded {
+			onOverloaded++
+		}
+	}
+	if onOverloaded == 0 {
+		t.Fatalf("no conversation started on pod %d; pick another seed", overloaded)
+	}
+
+	h.fleet.Reserve(overloaded, 20)
+	later := runConversations(t, h, convs, 2, 5, nil)
+	for c, convPods := range later {
+		for turn, p := range convPods {
+			if p == overloaded {
+				t.Errorf("conversation %d turn %d went to the overloaded pod %d", c, turn+2, overloaded)
+			}
+		}
+	}
+}
+
+func TestHotSharedPrefixDoesNotPinTraffic(t *testing.T) {
+	const podCount, requests, threshold = 8, 1000, 8
+	h := newHarness(podCount, prefixcache.Config{LoadImbalanceThreshold: threshold}, 5)
+	system := "system: " + strings.Repeat("You are a meticulous assistant. ", 64) + "\n" // 2 KB, 32 blocks
+	perPod := make([]int, podCount)
+	// Reservations are held: every request is still in flight when the next is routed.
+	targets := make([]*routing.Target, 0, requests)
+	defer func() {
+		for _, target := range targets {
+			target.Release(0)
+		}
+	}()
+	for i := range requests {
+		target := h.route(t, fmt.Sprintf("%suser: request %d %s\n", system, i, strings.Repeat("?", 100)))
+		targets = append(targets, target)
+		perPod[podIndex(t, target.Pod)]++
+		if s := inFlightSpread(h.fleet); s > threshold+1 {
+			t.Fatalf("after %d requests the in-flight spread is %d, beyond threshold+1 = %d (per pod: %v)", i+1, s, threshold+1, perPod)
+		}
+	}
+	for pod, n := range perPod {
+		if n == 0 {
+			t.Errorf("pod %d got no request (per pod: %v)", pod, perPod)
+		}
+	}
+}
+
+func TestForgetEndpointsThatLeft(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 4)
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	learnt := fleet.Context(routing.Request{Prompt: promptABCD})
+	start := learnt.Now
+	removed, unready, forgotten, staying := fleet.Pod(1), fleet.Pod(2), fleet.Pod(3), fleet.Pod(0)
+	for _, p := range []*cache.Pod{staying, removed, unready, forgotten} {
+		r.Learn(learnt, p)
+	}
+	fleet.Cache.DeletePod(removed.Key)
+	notReady := unready.Endpoint
+	notReady.Ready = false
+	fleet.Cache.UpsertPod(notReady)
+	r.Forget(forgotten.Key)
+
+	// matched scores the pods that left too, as a router holding an old snapshot would.
+	matched := func(now time.Time) []float64 {
+		t.Helper()
+		rc := fleet.Context(routing.Request{Prompt: promptABCD})
+		rc.Now = now
+		if _, err := r.Pick(rc, routingtest.Candidates(rc)); err != nil {
+			t.Fatal(err)
+		}
+		cands := []routing.Candidate{{Pod: staying}, {Pod: removed}, {Pod: unready}, {Pod: forgotten}}
+		scores := make([]float64, len(cands))
+		if err := r.Score(rc, cands, scores); err != nil {
+			t.Fatal(err)
+		}
+		return scores
+	}
+	if got, want := fmt.Sprint(matched(start.Add(time.Second-1))), fmt.Sprint([]float64{1, 1, 1, 0}); got != want {
+		t.Errorf("within a second of the last sweep: scores = %s, want %s (only Forget applied)", got, want)
+	}
+	if got, want := fmt.Sprint(matched(start.Add(time.Second))), fmt.Sprint([]float64{1, 0, 0, 0}); got != want {
+		t.Errorf("after the next sweep: scores = %s, want %s", got, want)
+	}
+}
+
+func TestRouteThroughRouter(t *testing.T) {
+	h := newHarness(16, prefixcache.Config{}, 9)
+	prompt := strings.Repeat("A long document to summarise. ", 20)
+	first := h.route(t, prompt)
+	first.Release(1)
+	second := h.route(t, prompt+"And one more question.")
+	defer second.Release(1)
+	if second.Pod.Key != first.Pod.Key {
+		t.Errorf("a prompt extending the previous one went to %s, want %s", second.Pod.Key, first.Pod.Key)
+	}
+}
+
+// TestConcurrentRouting routes from many goroutines while pods leave; run with -race.
+func TestConcurrentRouting(t *testing.T) {
+	h := newHarness(8, prefixcache.Config{BlockSize: 1}, 11)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				target := h.route(t, fmt.Sprintf("conversation %d turn %d", g, i%5))
+				target.Release(1)
+				if g == 0 && i == 50 {
+					h.fleet.Cache.DeletePod(routingtest.Key(7))
+					h.prefix.Forget(routingtest.Key(6))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if _, ok := h.fleet.Cache.Pod(endpoint.Key{Namespace: "ns", Name: "p0007"}); ok {
+		t.Fatal("pod 7 was not deleted")
+	}
+}

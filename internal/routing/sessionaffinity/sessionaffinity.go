@@ -1,0 +1,161 @@
+package sessionaffinity
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+// Defaults applied by New to a zero Config field.
+const (
+	// DefaultHeader is the request header that carries the session id.
+	DefaultHeader = "x-session-id"
+	// DefaultTTL is how long a session is remembered after its last request.
+	DefaultTTL = time.Hour
+)
+
+// Config configures a Router. The zero value is valid.
+type Config struct {
+	// Header names the request header carrying the session id; empty means
+	// DefaultHeader. Header names are case-insensitive.
+	Header string
+	// TTL is how long after its last request a session keeps its endpoint; zero or
+	// negative means DefaultTTL.
+	TTL time.Duration
+	// Now returns the current time; nil means time.Now. Tests inject a clock.
+	Now func() time.Time
+}
+
+// Router routes each session to one endpoint. It is safe for concurrent use.
+//
+// For a request with a session id, the Router chooses the endpoint recorded for the
+// session if the record is live (used within TTL) and that endpoint is a candidate;
+// otherwise the candidate with the highest rendezvous weight xxhash64(id + "\x00" +
+// namespace + "/" + name), a choice every replica makes alike. Learn records the endpoint
+// that actually served the request, so a session whose endpoint stopped being a
+// candidate (it left, or is at its concurrency limit) stays on its new endpoint.
+// Sessions are remembered per requested model, up to MaxSessions of them.
+//
+// Without a session id, Score and Pick return routing.ErrUndecided and Learn records
+// nothing.
+type Router struct {
+	header   string
+	now      func() time.Time
+	sessions *table
+}
+
+var (
+	_ routing.Scorer  = (*Router)(nil)
+	_ routing.Picker  = (*Router)(nil)
+	_ routing.Learner = (*Router)(nil)
+)
+
+// New returns a Router configured by cfg with an empty session table. The choice is
+// deterministic, so that replicas agree; rnd is accepted for uniformity with the other
+// strategies and not used.
+func New(cfg Config, _ routing.Random) *Router {
+	if cfg.Header == "" {
+		cfg.Header = DefaultHeader
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Router{
+		// Canonical once here, so that each Headers.Get need not allocate the canonical form.
+		header:   http.CanonicalHeaderKey(cfg.Header),
+		now:      cfg.Now,
+		sessions: newTable(cfg.TTL, MaxSessions),
+	}
+}
+
+// Score sets the score of the session's endpoint to 1 and every other candidate's to 0.
+// It returns routing.ErrUndecided for a request without a session id.
+func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
+	i, err := r.Pick(rc, cands)
+	if err != nil {
+		return err
+	}
+	clear(scores)
+	scores[i] = 1
+	return nil
+}
+
+// Pick returns the index of the session's endpoint among cands. It returns
+// routing.ErrUndecided for a request without a session id.
+func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
+	id := rc.Headers.Get(r.header)
+	if id == "" {
+		return 0, routing.ErrUndecided
+	}
+	if key, ok := r.sessions.lookup(sessionHash(rc, id), r.now()); ok {
+		for i := range cands {
+			if cands[i].Key == key {
+				return i, nil
+			}
+		}
+	}
+	return rendezvous(id, cands), nil
+}
+
+// Learn records that chosen served the request's session, starting its TTL anew. It
+// does nothing for a request without a session id.
+func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
+	id := rc.Headers.Get(r.header)
+	if id == "" {
+		return
+	}
+	r.sessions.record(sessionHash(rc, id), chosen.Key, r.now())
+}
+
+// sessionHash returns the table key of session id for rc's requested model.
+func sessionHash(rc *routing.RoutingContext, id string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(rc.Request.Model)
+	_, _ = d.WriteString("\x00")
+	_, _ = d.WriteString(id)
+	return d.Sum64()
+}
+
+// rendezvous returns the index of the candidate with the highest weight for session id,
+// breaking (astronomically unlikely) equal weights by the smaller key so that the
+// choice does not depend on the candidates' order.
+func rendezvous(id string, cands []routing.Candidate) int {
+	var session xxhash.Digest
+	session.Reset()
+	_, _ = session.WriteString(id)
+	_, _ = session.WriteString("\x00")
+	best, bestWeight := 0, weight(session, cands[0].Key)
+	for i := 1; i < len(cands); i++ {
+		w := weight(session, cands[i].Key)
+		if w > bestWeight || w == bestWeight && less(cands[i].Key, cands[best].Key) {
+			best, bestWeight = i, w
+		}
+	}
+	return best
+}
+
+// weight returns the rendezvous weight of key given session, a digest of the session id
+// and a separator. session is a copy, so the caller's digest is not advanced.
+func weight(session xxhash.Digest, key endpoint.Key) uint64 {
+	_, _ = session.WriteString(key.Namespace)
+	_, _ = session.WriteString("/")
+	_, _ = session.WriteString(key.Name)
+	return session.Sum64()
+}
+
+// less orders endpoint keys by namespace, then name.
+func less(a, b endpoint.Key) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}

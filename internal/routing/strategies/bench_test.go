@@ -1,0 +1,63 @@
+package strategies_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
+)
+
+// BenchmarkRoute measures one whole decision (candidates, algorithm, reservation and
+// release) per strategy and fleet size, serially and from parallel goroutines.
+func BenchmarkRoute(b *testing.B) {
+	sizes := []int{10, 100, 1000, 10000}
+	fleets := make(map[int]*routingtest.Fleet, len(sizes))
+	for _, n := range sizes {
+		fleet := routingtest.NewFleet("llama", n)
+		for i := range n {
+			fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i%100) / 100, Running: float64(i % 7),
+				TTFT: endpoint.Histogram{Count: 10, Sum: 1}, TPOT: endpoint.Histogram{Count: 100, Sum: 2},
+				GenerationTokens: float64(i)})
+		}
+		fleets[n] = fleet
+	}
+	prompt := fmt.Sprintf("%04000d", 42) // a 4 KB prompt
+	for _, strategy := range allStrategies {
+		for _, n := range sizes {
+			fleet := fleets[n]
+			router, err := newRegistry(fleet).Router(specFor(strategy), "", strategies.Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := routing.Request{Prompt: prompt, PromptTokens: 1000, MaxTokens: 128,
+				Headers: map[string][]string{"X-Session-Id": {"s1"}}}
+			route := func() {
+				rc := fleet.Context(req)
+				router.Route(rc)
+				target, err := rc.TryResult()
+				if err != nil {
+					b.Fatal(err)
+				}
+				target.Release(1)
+			}
+			name := fmt.Sprintf("%s/endpoints=%d", strategy, n)
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					route()
+				}
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						route()
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package strategies_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
+)
+
+// allStrategies are the strategy names of DESIGN §2, as the CRD enumerates them.
+var allStrategies = []v1alpha1.Strategy{
+	v1alpha1.StrategyRandom, v1alpha1.StrategyRoundRobin, v1alpha1.StrategyLeastRequest,
+	v1alpha1.StrategyLeastKVCache, v1alpha1.StrategyLeastLatency, v1alpha1.StrategyThroughput,
+	v1alpha1.StrategyPrefixCache, v1alpha1.StrategySessionAffinity, v1alpha1.StrategyWeighted,
+}
+
+// specFor returns a valid policy spec using strategy.
+func specFor(strategy v1alpha1.Strategy) *v1alpha1.RoutingPolicySpec {
+	spec := &v1alpha1.RoutingPolicySpec{Strategy: strategy}
+	if strategy == v1alpha1.StrategyWeighted {
+		spec.Scorers = []v1alpha1.Scorer{
+			{Name: v1alpha1.StrategyLeastKVCache, Weight: new(int32(2))},
+			{Name: v1alpha1.StrategyPrefixCache},
+		}
+	}
+	if strategy == v1alpha1.StrategySessionAffinity {
+		spec.SessionAffinity = &v1alpha1.SessionAffinityConfig{TTL: &metav1.Duration{Duration: time.Minute}}
+	}
+	return spec
+}
+
+// newRegistry returns a registry over fleet with seeded randomness.
+func newRegistry(fleet *routingtest.Fleet) *strategies.Registry {
+	return strategies.NewRegistry(strategies.Deps{
+		Reserver:   cache.Tracker{},
+		Queuer:     cache.Tracker{},
+		Pods:       fleet.Cache.Reader,
+		StaleAfter: routingtest.StaleAfter,
+		Random:     routingtest.SeededRandom(1),
+	})
+}
+
+func TestRegistryKnowsEveryStrategy(t *testing.T) {
+	got := newRegistry(routingtest.NewFleet("llama", 1)).Strategies()
+	slices.Sort(got)
+	want := slices.Clone(allStrategies)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("Strategies() = %v, want %v", got, want)
+	}
+}
+
+// TestEveryStrategyRoutesOnlyToCandidates routes requests with and without metrics, with
+// and without a session header, through every strategy; each must settle with a
+// reserved candidate, never another endpoint. The candidates are a strict subset of the
+// model's endpoints, as for a LoRA adapter loaded on some pods only.
+func TestEveryStrategyRoutesOnlyToCandidates(t *testing.T) {
+	for _, strategy := range allStrategies {
+		t.Run(string(strategy), func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", 8)
+			for i := range 4 {
+				fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i) / 10, Running: float64(i),
+					TTFT: endpoint.Histogram{Count: 1, Sum: 0.1}, TPOT: endpoint.Histogram{Count: 1, Sum: 0.01}})
+			}
+			router, err := newRegistry(fleet).Router(specFor(strategy), "", strategies.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			instances := fleet.Pods()[2:6]
+			for i := range 50 {
+				rc := fleet.Context(routing.Request{Prompt: fmt.Sprintf("%0200d", i%5), PromptTokens: 50})
+				rc.Candidates = instances
+				if i%2 == 0 {
+					rc.Headers = map[string][]string{"X-Session-Id": {fmt.Sprint(i % 3)}}
+				}
+				router.Route(rc)
+				target, err := rc.TryResult()
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if !slices.Contains(instances, target.Pod) {
+					t.Fatalf("request %d routed to %s, not a candidate", i, target.Pod.Key)
+				}
+				target.Release(1)
+			}
+		})
+	}
+}
+
+// TestStaleMetricsUseFallback checks that a strategy reading engine metrics defers to
+// the policy's fallback when every snapshot is stale.
+func TestStaleMetricsUseFallback(t *testing.T) {
+	for _, strategy := range []v1alpha1.Strategy{v1alpha1.StrategyLeastKVCache, v1alpha1.StrategyLeastLatency, v1alpha1.StrategyThroughput} {
+		t.Run(string(strategy), func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", 3)
+			old := time.Now().Add(-time.Hour)
+			for i := range 3 {
+				// Pod 0 looks best by every metric, but its snapshot is stale like the others.
+				fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i) / 10, ScrapedAt: old})
+			}
+			fleet.Reserve(0, 3)
+			fleet.Reserve(1, 1)
+			spec := specFor(strategy)
+			spec.Fallback = new(v1alpha1.StrategyLeastRequest)
+			router, err := newRegistry(fleet).Router(spec, "", strategies.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := fleet.Context(routing.Request{PromptTokens: 10})
+			router.Route(rc)
+			target, err := rc.TryResult()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if target.Pod.Key.Name != "p0002" {
+				t.Errorf("routed to %s, want the least-request fallback's p0002", target.Pod.Key.Name)
+			}
+		})
+	}
+}
+
+func TestRegistryErrors(t *testing.T) {
+	reg := newRegistry(routingtest.NewFleet("llama", 1))
+	tests := []struct {
+		name string
+		spec *v1alpha1.RoutingPolicySpec
+	}{
+		{"unknown strategy", &v1alpha1.RoutingPolicySpec{Strategy: "fastest"}},
+		{"unknown fallback", &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyRandom, Fallback: new(v1alpha1.Strategy("fastest"))}},
+		{"weighted without scorers", &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyWeighted}},
+		{"weighted in weighted", &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyWeighted,
+			Scorers: []v1alpha1.Scorer{{Name: v1alpha1.StrategyWeighted}}}},
+		{"bad match ratio", &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyPrefixCache,
+			PrefixCache: &v1alpha1.PrefixCacheConfig{MinMatchRatio: new("lots")}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := reg.Router(tt.spec, "", strategies.Limits{}); err == nil {
+				t.Error("Router() succeeded, want an error")
+			}
+		})
+	}
+}
+
+func TestRouterStrategyOverride(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	fleet.Reserve(0, 2)
+	fleet.Reserve(2, 2)
+	spec := &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyRandom}
+	router, err := newRegistry(fleet).Router(spec, v1alpha1.StrategyLeastRequest, strategies.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		rc := fleet.Context(routing.Request{})
+		router.Route(rc)
+		target, err := rc.TryResult()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if target.Pod.Key.Name != "p0001" {
+			t.Fatalf("override to least-request routed to %s, want p0001", target.Pod.Key.Name)
+		}
+		target.Release(0)
+	}
+}
+
+func TestRouterLimitsQueue(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	router, err := newRegistry(fleet).Router(specFor(v1alpha1.StrategyLeastRequest), "",
+		strategies.Limits{MaxInFlight: 1, MaxQueued: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, queued, rejected := fleet.Context(routing.Request{}), fleet.Context(routing.Request{}), fleet.Context(routing.Request{})
+	for _, rc := range []*routing.RoutingContext{first, queued, rejected} {
+		router.Route(rc)
+	}
+	if _, err := queued.TryResult(); !errors.Is(err, routing.ErrPending) {
+		t.Errorf("second request: %v, want it queued", err)
+	}
+	if _, err := rejected.TryResult(); !errors.Is(err, routing.ErrQueueFull) {
+		t.Errorf("third request: %v, want ErrQueueFull", err)
+	}
+	target, _ := first.TryResult()
+	target.Release(0)
+	if next, err := queued.TryResult(); err != nil {
+		t.Errorf("queued request after a release: %v", err)
+	} else {
+		next.Release(0)
+	}
+}

@@ -1,0 +1,143 @@
+package throughput
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+const (
+	// Retention is how long a Router remembers an endpoint after the scrape time of its
+	// latest snapshot seen.
+	Retention = 5 * time.Minute
+	// pruneEvery is how often, at most, a decision sweeps forgotten endpoints out of
+	// the history.
+	pruneEvery = time.Minute
+)
+
+// Router prefers candidates with less recent token throughput, as the package
+// documentation states.
+//
+// Synchronisation model: the history maps each endpoint key to an atomic pointer to an
+// immutable history value; a decision that sees a snapshot newer than the history's
+// latest publishes a new value by compare-and-swap, and readers load it without a lock.
+// Keys are added and swept through a sync.Map; one decision at a time, elected by
+// compare-and-swap on nextPrune, sweeps. The Router is safe for concurrent use.
+type Router struct {
+	// history maps endpoint.Key to *atomic.Pointer[history].
+	history sync.Map
+	// nextPrune is the Unix time in nanoseconds after which the next decision sweeps.
+	nextPrune atomic.Int64
+}
+
+var _ routing.Scorer = (*Router)(nil)
+
+// New returns a Router with an empty history.
+func New() *Router {
+	return &Router{}
+}
+
+// Score records the candidates' metrics snapshots in the history, then sets the score of
+// each candidate with fresh metrics to minus its throughput in tokens per second, or to
+// minus its Running requests while some candidate's throughput is unknown, and that of
+// every other candidate to one less than the lowest known score. It returns
+// routing.ErrUndecided, leaving scores unspecified, when no candidate has fresh metrics.
+func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
+	r.prune(rc.Now)
+	known, allRates := false, true
+	for i, c := range cands {
+		if c.Metrics == nil {
+			continue
+		}
+		known = true
+		rate, ok := r.record(c.Key, c.Metrics).rate()
+		scores[i] = -rate
+		allRates = allRates && ok
+	}
+	if !known {
+		return routing.ErrUndecided
+	}
+	lowest := math.Inf(1)
+	for i, c := range cands {
+		if c.Metrics == nil {
+			continue
+		}
+		if !allRates {
+			scores[i] = -c.Metrics.Running
+		}
+		lowest = min(lowest, scores[i])
+	}
+	for i, c := range cands {
+		if c.Metrics == nil {
+			scores[i] = lowest - 1
+		}
+	}
+	return nil
+}
+
+// sample is one snapshot's cumulative token count.
+type sample struct {
+	tokens float64
+	at     time.Time
+}
+
+// history is what the Router remembers of one endpoint: its latest snapshot seen and,
+// if hasPrev, the distinct one before it. A published history is never modified.
+type history struct {
+	prev, last sample
+	hasPrev    bool
+}
+
+// rate returns the tokens per second between the two snapshots, and false if there is
+// only one.
+func (h *history) rate() (float64, bool) {
+	if !h.hasPrev {
+		return 0, false
+	}
+	return (h.last.tokens - h.prev.tokens) / h.last.at.Sub(h.prev.at).Seconds(), true
+}
+
+// record adds m, a snapshot of the endpoint with key k, to the history unless the
+// history already holds a snapshot as recent, and returns the endpoint's history. A
+// snapshot whose token count is below the previous one (the engine restarted) starts the
+// history over.
+func (r *Router) record(k endpoint.Key, m *endpoint.Metrics) *history {
+	v, ok := r.history.Load(k)
+	if !ok {
+		v, _ = r.history.LoadOrStore(k, new(atomic.Pointer[history]))
+	}
+	ptr := v.(*atomic.Pointer[history])
+	s := sample{tokens: m.PromptTokens + m.GenerationTokens, at: m.ScrapedAt}
+	for {
+		old := ptr.Load()
+		if old != nil && !s.at.After(old.last.at) {
+			return old
+		}
+		h := &history{last: s}
+		if old != nil && s.tokens >= old.last.tokens {
+			h.prev, h.hasPrev = old.last, true
+		}
+		if ptr.CompareAndSwap(old, h) {
+			return h
+		}
+	}
+}
+
+// prune forgets, at most once per pruneEvery, the endpoints whose latest snapshot seen
+// was scraped more than Retention before now.
+func (r *Router) prune(now time.Time) {
+	next := r.nextPrune.Load()
+	if now.UnixNano() < next || !r.nextPrune.CompareAndSwap(next, now.Add(pruneEvery).UnixNano()) {
+		return
+	}
+	r.history.Range(func(k, v any) bool {
+		if h := v.(*atomic.Pointer[history]).Load(); h != nil && now.Sub(h.last.at) > Retention {
+			r.history.CompareAndDelete(k, v)
+		}
+		return true
+	})
+}

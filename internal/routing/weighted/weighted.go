@@ -1,0 +1,153 @@
+package weighted
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+// Term is one strategy's part in a weighted decision.
+type Term struct {
+	// Name identifies the term in errors, such as the strategy's name.
+	Name string
+	// Scorer rates the candidates. Required.
+	Scorer routing.Scorer
+	// Weight is the term's share of the total: a finite number, zero or more. A term of
+	// weight zero is never asked to score.
+	Weight float64
+}
+
+// Router combines the scores of weighted terms. It is safe for concurrent use if its
+// terms' scorers are.
+//
+// For each decision, every term scores the candidates; a term's scores are normalised
+// to [0, 1] over the candidates by min–max (lowest 0, highest 1, all 1 when they are all
+// equal; +Inf counts as 1, -Inf and NaN as 0) and multiplied by its weight; a
+// candidate's total is the sum over the terms. A term that returns routing.ErrUndecided
+// adds nothing; if every term does, the Router returns routing.ErrUndecided.
+type Router struct {
+	// terms are the terms of positive weight.
+	terms []Term
+	// learners are the terms' scorers that learn from routed requests.
+	learners []routing.Learner
+	rnd      routing.Random
+}
+
+var (
+	_ routing.Scorer  = (*Router)(nil)
+	_ routing.Picker  = (*Router)(nil)
+	_ routing.Learner = (*Router)(nil)
+)
+
+// New returns a Router over terms; rnd breaks ties between equal totals. It returns an
+// error if rnd is nil, there are no terms, a term has no scorer or a negative or
+// non-finite weight, or every weight is zero.
+func New(terms []Term, rnd routing.Random) (*Router, error) {
+	if rnd == nil {
+		return nil, errors.New("weighted router needs a Random")
+	}
+	if len(terms) == 0 {
+		return nil, errors.New("weighted router needs at least one term")
+	}
+	r := &Router{rnd: rnd}
+	for _, t := range terms {
+		switch {
+		case t.Scorer == nil:
+			return nil, fmt.Errorf("term %q has no scorer", t.Name)
+		case t.Weight < 0 || math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0):
+			return nil, fmt.Errorf("term %q has weight %v, want a finite number >= 0", t.Name, t.Weight)
+		case t.Weight == 0:
+			continue
+		}
+		r.terms = append(r.terms, t)
+		if l, ok := t.Scorer.(routing.Learner); ok {
+			r.learners = append(r.learners, l)
+		}
+	}
+	if len(r.terms) == 0 {
+		return nil, errors.New("weighted router needs a term of positive weight")
+	}
+	return r, nil
+}
+
+// Score sets scores[i] to the weighted total of cands[i], between 0 and the sum of the
+// weights. It returns routing.ErrUndecided if every term is undecided, and the error of
+// a term that fails otherwise.
+func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
+	return r.total(rc, cands, scores, make([]float64, len(cands)))
+}
+
+// Pick returns the index of the candidate with the highest weighted total, chosen at
+// random among equal totals. It fails as Score does.
+func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
+	buf := make([]float64, 2*len(cands))
+	totals := buf[:len(cands)]
+	if err := r.total(rc, cands, totals, buf[len(cands):]); err != nil {
+		return 0, err
+	}
+	return routing.ArgMax(totals, r.rnd), nil
+}
+
+// Learn passes the routed request on to every term that learns.
+func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
+	for _, l := range r.learners {
+		l.Learn(rc, chosen)
+	}
+}
+
+// total sets totals to the candidates' weighted totals, using scratch, as long as
+// cands, for one term's scores at a time.
+func (r *Router) total(rc *routing.RoutingContext, cands []routing.Candidate, totals, scratch []float64) error {
+	clear(totals)
+	decided := false
+	for _, t := range r.terms {
+		err := t.Scorer.Score(rc, cands, scratch)
+		if errors.Is(err, routing.ErrUndecided) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("score %s: %w", t.Name, err)
+		}
+		decided = true
+		addNormalised(totals, scratch, t.Weight)
+	}
+	if !decided {
+		return routing.ErrUndecided
+	}
+	return nil
+}
+
+// addNormalised adds to totals the scores mapped onto [0, weight] without reversing
+// their order: finite scores linearly from the lowest (0) to the highest (weight), or
+// all to weight when they are equal; +Inf to weight; -Inf and NaN to 0.
+func addNormalised(totals, scores []float64, weight float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range scores {
+		if finite(s) {
+			if s < lo {
+				lo = s
+			}
+			if s > hi {
+				hi = s
+			}
+		}
+	}
+	scale := 0.0
+	if hi > lo {
+		scale = weight / (hi - lo)
+	}
+	for i, s := range scores {
+		switch {
+		case finite(s) && scale != 0:
+			totals[i] += (s - lo) * scale
+		case finite(s) || s > 0: // all finite scores equal, or +Inf
+			totals[i] += weight
+		}
+	}
+}
+
+// finite reports whether x is neither infinite nor NaN.
+func finite(x float64) bool { return x-x == 0 }
