@@ -96,7 +96,8 @@ func (m *Metadata) StaleAfter() time.Duration { return m.staleAfter }
 func (m *Metadata) ScrapeStats() ScrapeStats { return m.scraper.Stats() }
 
 // Gateway is the gateway's view of the cache: everything the request path reads (pods,
-// models, adapters, metrics, routing policies, Services, HTTPRoutes and Gateways) and the
+// models, adapters, metrics, routing policies, Services, HTTPRoutes, Gateways and
+// GatewayClasses) and the
 // Tracker that counts its requests. Stored API objects are shared and MUST NOT be modified.
 type Gateway struct {
 	Reader
@@ -111,6 +112,8 @@ type Gateway struct {
 	Routes *Store[*gatewayv1.HTTPRoute]
 	// Gateways are the Gateways.
 	Gateways *Store[*gatewayv1.Gateway]
+	// GatewayClasses are the GatewayClasses.
+	GatewayClasses *Store[*gatewayv1.GatewayClass]
 
 	scraper    *Scraper
 	staleAfter time.Duration
@@ -148,23 +151,26 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 }
 
 // InitForGateway builds the gateway's cache context on mgr: Pod, ModelAdapter,
-// RoutingPolicy, Service, HTTPRoute and Gateway feeds and the metrics scraper. The
+// RoutingPolicy, Service, HTTPRoute, Gateway and GatewayClass feeds and the metrics
+// scraper. The
 // context starts with mgr.
 func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	c := New()
 	g := &Gateway{
-		Reader:     c.Reader,
-		Policies:   new(Store[*v1alpha1.RoutingPolicy]),
-		Services:   new(Store[Service]),
-		Routes:     new(Store[*gatewayv1.HTTPRoute]),
-		Gateways:   new(Store[*gatewayv1.Gateway]),
-		scraper:    NewScraper(c, opts.Scrape),
-		staleAfter: opts.StaleAfter,
+		Reader:         c.Reader,
+		Policies:       new(Store[*v1alpha1.RoutingPolicy]),
+		Services:       new(Store[Service]),
+		Routes:         new(Store[*gatewayv1.HTTPRoute]),
+		Gateways:       new(Store[*gatewayv1.Gateway]),
+		GatewayClasses: new(Store[*gatewayv1.GatewayClass]),
+		scraper:        NewScraper(c, opts.Scrape),
+		staleAfter:     opts.StaleAfter,
 	}
 	feeds := []kindFeed{
 		podFeed(c), adapterFeed(c), policyFeed(g.Policies),
 		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),
+		gatewayClassFeed(g.GatewayClasses),
 	}
 	var err error
 	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {

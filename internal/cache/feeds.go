@@ -171,3 +171,10 @@ func gatewayFeed(s *Store[*gatewayv1.Gateway]) *feed[*gatewayv1.Gateway] {
 		func() *gatewayv1.Gateway { return new(gatewayv1.Gateway) },
 		func() client.ObjectList { return new(gatewayv1.GatewayList) })
 }
+
+// gatewayClassFeed mirrors GatewayClasses into s.
+func gatewayClassFeed(s *Store[*gatewayv1.GatewayClass]) *feed[*gatewayv1.GatewayClass] {
+	return objectFeed("gatewayclass", s,
+		func() *gatewayv1.GatewayClass { return new(gatewayv1.GatewayClass) },
+		func() client.ObjectList { return new(gatewayv1.GatewayClassList) })
+}

@@ -171,6 +171,10 @@ func TestInformersFeedCache(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
 			Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest},
 		}
+		class := &gatewayv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "switchboard"},
+			Spec:       gatewayv1.GatewayClassSpec{ControllerName: "switchboard.dev/gateway-controller"},
+		}
 		gateway := &gatewayv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
 			Spec: gatewayv1.GatewaySpec{
@@ -189,7 +193,7 @@ func TestInformersFeedCache(t *testing.T) {
 				}}}},
 			},
 		}
-		for _, obj := range []client.Object{svc, policy, gateway, route} {
+		for _, obj := range []client.Object{svc, policy, class, gateway, route} {
 			mustCreate(t, k, obj)
 		}
 		waitUntil(t, "the gateway objects are stored", func() bool {
@@ -197,7 +201,8 @@ func TestInformersFeedCache(t *testing.T) {
 			_, okP := gw.Policies.Get(types.NamespacedName{Namespace: ns, Name: "rp"})
 			_, okG := gw.Gateways.Get(types.NamespacedName{Namespace: ns, Name: "gw"})
 			_, okR := gw.Routes.Get(types.NamespacedName{Namespace: ns, Name: "llama"})
-			return okS && okP && okG && okR && s.Selector["app"] == "llama"
+			_, okC := gw.GatewayClasses.Get(types.NamespacedName{Name: "switchboard"})
+			return okS && okP && okG && okR && okC && s.Selector["app"] == "llama"
 		})
 		early, _ := gw.Pod(endpoint.Key{Namespace: ns, Name: "early"})
 		if s, _ := gw.Services.Get(types.NamespacedName{Namespace: ns, Name: "llama"}); !s.Selects(early) {

@@ -1,0 +1,103 @@
+// Command gateway is Switchboard's data plane: an OpenAI-compatible HTTP proxy that
+// serves the HTTP listeners of Gateways of class switchboard.dev/gateway-controller,
+// applying their HTTPRoutes and RoutingPolicies per request, plus an optional Envoy
+// ext_proc endpoint picker. It only reads from the API server.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/extproc"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
+	"github.com/switchboard-llm/switchboard/internal/scheme"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr, listenHost, extProcAddr, defaultStrategy string
+		gw                                                  gateway.Options
+		scrape                                              cache.ScrapeOptions
+		drain                                               time.Duration
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of /healthz and /readyz.")
+	flag.StringVar(&extProcAddr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
+	flag.StringVar(&listenHost, "listen-host", "", "Host the Gateway listeners bind; empty binds every interface.")
+	flag.StringVar(&defaultStrategy, "default-strategy", string(v1alpha1.StrategyLeastRequest), "Strategy of route rules without a RoutingPolicy filter.")
+	flag.Int64Var(&gw.MaxBodyBytes, "max-body-bytes", 16<<20, "Largest accepted request body.")
+	flag.DurationVar(&gw.UpstreamTimeout, "upstream-timeout", 5*time.Minute, "Longest wait for an engine's response headers.")
+	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
+	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
+	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")
+	flag.DurationVar(&scrape.Timeout, "metrics-scrape-timeout", time.Second, "Timeout of one engine metrics scrape.")
+	flag.DurationVar(&drain, "drain-timeout", 30*time.Second, "Longest wait for in-flight requests on shutdown.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	gw.DefaultStrategy = v1alpha1.Strategy(defaultStrategy)
+
+	if err := run(metricsAddr, probeAddr, listenHost, extProcAddr, drain, gw, scrape); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// run wires the gateway: a manager whose informers feed the gateway's cache context,
+// the request path on the Gateways' listeners, the ext_proc picker and health probes.
+func run(metricsAddr, probeAddr, listenHost, extProcAddr string, drain time.Duration, opts gateway.Options, scrape cache.ScrapeOptions) error {
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	// 1. A manager for informers, probes and metrics; the gateway writes nothing.
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  s,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		GracefulShutdownTimeout: &drain,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	// 2. The gateway's cache context: pods, adapters, metrics, policies, routes.
+	view, err := cache.InitForGateway(mgr, cache.Options{Scrape: scrape})
+	if err != nil {
+		return err
+	}
+	// 3. Validate the default strategy before serving.
+	if _, err := strategies.NewRegistry(strategies.Deps{Reserver: view.Tracker, StaleAfter: time.Second}).
+		Picker(opts.DefaultStrategy, &v1alpha1.RoutingPolicySpec{Strategy: opts.DefaultStrategy}); err != nil {
+		return fmt.Errorf("--default-strategy: %w", err)
+	}
+	// 4. The request path on the Gateways' HTTP listeners.
+	g := gateway.New(view, opts)
+	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: listenHost, DrainTimeout: drain})); err != nil {
+		return fmt.Errorf("add listeners: %w", err)
+	}
+	// 5. The Envoy ext_proc endpoint picker, if asked for.
+	if extProcAddr != "" {
+		if err := mgr.Add(extproc.NewServer(g, extproc.Options{MaxBodyBytes: opts.MaxBodyBytes}).Runnable(extProcAddr)); err != nil {
+			return fmt.Errorf("add ext_proc server: %w", err)
+		}
+	}
+	// 6. Probes: alive once started, ready once the cache holds the cluster's state.
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", view.ReadyCheck); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

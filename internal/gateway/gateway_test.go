@@ -1,0 +1,274 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
+)
+
+const ns = "gw-test"
+
+// TestGateway runs the gateway against a real API server and engine simulators on
+// 127.0.0.x, configured through a GatewayClass, Gateway, HTTPRoutes, a Service and a
+// RoutingPolicy, and drives it with the OpenAI Go SDK and raw HTTP.
+func TestGateway(t *testing.T) {
+	c := startCluster(t)
+	c.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+
+	app := map[string]string{"app": "llama"}
+	e0 := startEngine(t, "127.0.0.2", "llama-3-8b")
+	e1 := startEngine(t, "127.0.0.3", "llama-3-8b")
+	slow := startEngine(t, "127.0.0.4", "slow-model")
+	slow.SetFaults(enginesim.Faults{SlowFactor: 1000})
+	drop := startEngine(t, "127.0.0.5", "drop-model")
+	drop.SetFaults(enginesim.Faults{DropMidStream: true})
+	orphan := startEngine(t, "127.0.0.6", "orphan-model")
+	c.enginePod(t, ns, "llama-0", "llama-3-8b", e0.host, e0.port, map[string]string{"app": "llama", "pin": "0"})
+	c.enginePod(t, ns, "llama-1", "llama-3-8b", e1.host, e1.port, app)
+	c.enginePod(t, ns, "slow-0", "slow-model", slow.host, slow.port, app)
+	c.enginePod(t, ns, "drop-0", "drop-model", drop.host, drop.port, app)
+	c.enginePod(t, ns, "ghost-0", "ghost-model", "127.0.0.7", int(freePort(t)), app) // nothing listens
+	c.enginePod(t, ns, "orphan-0", "orphan-model", orphan.host, orphan.port, nil)  // no Service selects it
+
+	port := freePort(t)
+	class, gw := gatewayObjects(ns, port)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
+		Spec:       corev1.ServiceSpec{Selector: app, Ports: []corev1.ServicePort{{Port: 8000}}},
+	}
+	policy := &v1alpha1.RoutingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
+		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest, AllowStrategyOverride: new(true)},
+	}
+	c.create(t, class, gw, svc, policy,
+		httpRoute("llama", nil, "rp"),
+		httpRoute("broken", []gatewayv1.Hostname{"broken.example"}, "missing"))
+
+	_, view := c.runGateway(t, gateway.Options{UpstreamTimeout: 2 * time.Second, MaxBodyBytes: 1 << 20})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitUntil(t, "the gateway serves llama-3-8b", func() bool {
+		status, _ := post(base, "", chatBody("llama-3-8b", false))
+		return status == http.StatusOK
+	})
+	sdk := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx := context.Background()
+
+	t.Run("chat", func(t *testing.T) {
+		var resp *http.Response
+		chat, err := sdk.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "llama-3-8b",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
+			MaxTokens: openai.Int(8),
+		}, option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chat.Choices) != 1 || chat.Choices[0].Message.Content == "" {
+			t.Errorf("chat completion = %+v, want one choice with content", chat.Choices)
+		}
+		if ep := resp.Header.Get(gateway.HeaderEndpoint); ep != ns+"/llama-0" && ep != ns+"/llama-1" {
+			t.Errorf("%s = %q, want a llama pod", gateway.HeaderEndpoint, ep)
+		}
+		if resp.Header.Get(gateway.HeaderRequestID) == "" {
+			t.Errorf("no %s header", gateway.HeaderRequestID)
+		}
+	})
+
+	t.Run("chat streaming", func(t *testing.T) {
+		stream := sdk.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:     "llama-3-8b",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Count to five.")},
+			MaxTokens: openai.Int(16),
+		})
+		var text strings.Builder
+		chunks := 0
+		for stream.Next() {
+			chunks++
+			for _, ch := range stream.Current().Choices {
+				text.WriteString(ch.Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if chunks < 2 || text.Len() == 0 {
+			t.Errorf("stream gave %d chunks and %q, want several chunks of text", chunks, text.String())
+		}
+	})
+
+	t.Run("completions", func(t *testing.T) {
+		cmpl, err := sdk.Completions.New(ctx, openai.CompletionNewParams{
+			Model:     "llama-3-8b",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			MaxTokens: openai.Int(8),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cmpl.Choices) != 1 || cmpl.Choices[0].Text == "" {
+			t.Errorf("completion = %+v, want one choice with text", cmpl.Choices)
+		}
+	})
+
+	t.Run("load spreads over the backends", func(t *testing.T) {
+		seen := map[string]int{}
+		for range 20 {
+			status, hdr := post(base, "", chatBody("llama-3-8b", false))
+			if status != http.StatusOK {
+				t.Fatalf("status %d", status)
+			}
+			seen[hdr.Get(gateway.HeaderEndpoint)]++
+		}
+		if len(seen) != 2 {
+			t.Errorf("20 requests went to %v, want both llama pods", seen)
+		}
+	})
+
+	t.Run("error codes", func(t *testing.T) {
+		tests := []struct {
+			name, host string
+			body       []byte
+			wantStatus int
+			wantCode   string
+		}{
+			{"malformed body", "", []byte("{"), 400, "invalid_request"},
+			{"missing model", "", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), 400, "invalid_request"},
+			{"unknown model", "", chatBody("no-such-model", false), 404, "model_not_found"},
+			{"body too large", "", bytes.Repeat([]byte("x"), 2<<20), 413, "request_too_large"},
+			{"missing policy", "broken.example", chatBody("llama-3-8b", false), 500, "invalid_route_filter"},
+			{"unreachable engine", "", chatBody("ghost-model", false), 502, "upstream_unreachable"},
+			{"no ready endpoint behind the route", "", chatBody("orphan-model", false), 503, "no_ready_endpoint"},
+			{"engine too slow", "", chatBody("slow-model", false), 504, "upstream_timeout"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				status, _, body := postRead(base, tt.host, tt.body)
+				var e struct {
+					Error struct{ Message, Type, Code string } `json:"error"`
+				}
+				if err := json.Unmarshal(body, &e); err != nil {
+					t.Fatalf("status %d, body %q is not an OpenAI error: %v", status, body, err)
+				}
+				if status != tt.wantStatus || e.Error.Code != tt.wantCode || e.Error.Message == "" {
+					t.Errorf("got %d %q (%s), want %d %q", status, e.Error.Code, e.Error.Message, tt.wantStatus, tt.wantCode)
+				}
+			})
+		}
+	})
+
+	t.Run("engine dies mid-stream", func(t *testing.T) {
+		stream := sdk.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model:     "drop-model",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell a long story.")},
+			MaxTokens: openai.Int(64),
+		})
+		for stream.Next() {
+		}
+		if stream.Err() == nil {
+			t.Error("a stream cut by the engine ended without an error")
+		}
+		waitUntil(t, "the reservation on drop-0 is released", func() bool {
+			p, ok := view.Pod(endpoint.Key{Namespace: ns, Name: "drop-0"})
+			return ok && p.Load().InFlight() == 0
+		})
+	})
+
+	t.Run("Service change applies live", func(t *testing.T) {
+		patch := client.MergeFrom(svc.DeepCopy())
+		svc.Spec.Selector = map[string]string{"app": "llama", "pin": "0"}
+		if err := c.Patch(ctx, svc, patch); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "every request goes to llama-0", func() bool {
+			for range 6 {
+				if _, hdr := post(base, "", chatBody("llama-3-8b", false)); hdr.Get(gateway.HeaderEndpoint) != ns+"/llama-0" {
+					return false
+				}
+			}
+			return true
+		})
+	})
+
+	for _, key := range []string{"llama-0", "llama-1", "slow-0", "drop-0", "ghost-0", "orphan-0"} {
+		p, _ := view.Pod(endpoint.Key{Namespace: ns, Name: key})
+		waitUntil(t, "no request stays reserved on "+key, func() bool { return p.Load().InFlight() == 0 })
+	}
+}
+
+// httpRoute returns an HTTPRoute attached to Gateway "gw" that sends everything on
+// hostnames to Service "llama" under RoutingPolicy policy.
+func httpRoute(name string, hostnames []gatewayv1.Hostname, policy string) *gatewayv1.HTTPRoute {
+	return &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       hostnames,
+			Rules: []gatewayv1.HTTPRouteRule{{
+				Filters: []gatewayv1.HTTPRouteFilter{{
+					Type: gatewayv1.HTTPRouteFilterExtensionRef,
+					ExtensionRef: &gatewayv1.LocalObjectReference{
+						Group: gatewayv1.Group(v1alpha1.GroupVersion.Group), Kind: "RoutingPolicy", Name: gatewayv1.ObjectName(policy),
+					},
+				}},
+				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "llama", Port: new(gatewayv1.PortNumber(8000))},
+				}}},
+			}},
+		},
+	}
+}
+
+// chatBody returns a small chat completion request for model.
+func chatBody(model string, stream bool) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"model":      model,
+		"stream":     stream,
+		"max_tokens": 4,
+		"messages":   []map[string]string{{"role": "user", "content": "hi"}},
+	})
+	return b
+}
+
+// post sends body to the gateway's chat completions path with Host host (the
+// listener's address if empty) and returns the status and headers.
+func post(base, host string, body []byte) (int, http.Header) {
+	status, hdr, _ := postRead(base, host, body)
+	return status, hdr
+}
+
+// postRead is post that also returns the response body.
+func postRead(base, host string, body []byte) (int, http.Header, []byte) {
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}

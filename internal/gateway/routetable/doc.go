@@ -1,0 +1,22 @@
+// Package routetable compiles Gateway API objects into an immutable route table that the
+// gateway's request path matches requests against.
+//
+// Build takes GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants as plain values and
+// returns a Table: the HTTP listeners of Gateways whose class names ControllerName, and for
+// every listener port the attached route rules, pre-sorted by Gateway API precedence. Match
+// picks the rule for one request with no locks and no allocations on the common path, so a
+// Table can be published behind an atomic.Pointer and read by any number of goroutines.
+//
+// Semantics follow the Gateway API spec (apis/v1 httproute_types.go, gateway_types.go):
+// parentRef attachment (sectionName, port, allowedRoutes namespaces and kinds), listener and
+// route hostname intersection, path/header/method/query matching and match precedence.
+// Listeners that share a port are merged; a request is served only by the listener whose
+// hostname most specifically matches its Host (listener isolation), so routes attached to
+// "*.example.com" never answer for a sibling listener "a.example.com".
+//
+// The package owns translation and matching only. It does not watch or read the Kubernetes
+// API, resolve Services to pods, load RoutingPolicies, write route or Gateway status, or
+// proxy requests: it records what a rule refers to (Rule.Backends, Rule.Policy) and what it
+// cannot honour (Rule.InvalidFilter, Rule.RejectedBackends) for the gateway and the
+// controllers to act on.
+package routetable

@@ -1,0 +1,153 @@
+package routetable
+
+import (
+	"reflect"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+)
+
+// ruleOf builds a table with one route "chat" in namespace "team" holding rule, and returns
+// the compiled Rule that serves every request.
+func ruleOf(t *testing.T, rule *ruleBuilder, extra ...any) *Rule {
+	t.Helper()
+	objs := append([]any{switchboardClass(),
+		aGateway("gw").Listening(onHTTP("web", 80).FromAllNamespaces()),
+		aRoute("chat").InNamespace("team").AttachedTo("default/gw").With(rule)}, extra...)
+	r, ok := build(t, objs...).Match(80, request("GET http://x/"))
+	if !ok {
+		t.Fatal("rule did not match")
+	}
+	return r
+}
+
+func TestPolicyAndFilters(t *testing.T) {
+	cases := []struct {
+		name        string
+		rule        *ruleBuilder
+		wantPolicy  *types.NamespacedName
+		wantInvalid string
+	}{
+		{"no filter: default strategy", aRule(), nil, ""},
+		{"RoutingPolicy ExtensionRef, in the route's namespace", aRule().WithPolicy("fast"), &types.NamespacedName{Namespace: "team", Name: "fast"}, ""},
+		{"ExtensionRef to another kind", aRule().WithExtension(PolicyGroup, "ModelAdapter", "x"),
+			nil, `ExtensionRef to inference.switchboard.dev/ModelAdapter "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
+		{"ExtensionRef to another group", aRule().WithExtension("example.com", PolicyKind, "x"),
+			nil, `ExtensionRef to example.com/RoutingPolicy "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
+		{"ExtensionRef type without extensionRef", aRule().WithFilter(gatewayv1.HTTPRouteFilterExtensionRef), nil, "ExtensionRef filter without extensionRef"},
+		{"core filter not yet supported", aRule().WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier), nil, "filter type RequestHeaderModifier is not supported"},
+		{"policy kept, other filter still invalid", aRule().WithPolicy("fast").WithFilter(gatewayv1.HTTPRouteFilterURLRewrite),
+			&types.NamespacedName{Namespace: "team", Name: "fast"}, "filter type URLRewrite is not supported"},
+		{"two policies", aRule().WithPolicy("a").WithPolicy("b"), &types.NamespacedName{Namespace: "team", Name: "a"}, "more than one RoutingPolicy ExtensionRef filter"},
+		{"every problem is described", aRule().WithFilter(gatewayv1.HTTPRouteFilterCORS).WithFilter(gatewayv1.HTTPRouteFilterRequestMirror), nil,
+			"filter type CORS is not supported; filter type RequestMirror is not supported"},
+		{"per-backend filter", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier)), nil,
+			"backendRefs[0]: per-backend filters are not supported"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ruleOf(t, tc.rule)
+			if !reflect.DeepEqual(r.Policy, tc.wantPolicy) {
+				t.Errorf("Policy = %v, want %v", r.Policy, tc.wantPolicy)
+			}
+			if r.InvalidFilter != tc.wantInvalid {
+				t.Errorf("InvalidFilter = %q, want %q", r.InvalidFilter, tc.wantInvalid)
+			}
+		})
+	}
+}
+
+func TestBackends(t *testing.T) {
+	cases := []struct {
+		name         string
+		rule         *ruleBuilder
+		extra        []any
+		want         []Backend
+		wantRejected []RejectedBackend
+	}{
+		{"none", aRule(), nil, nil, nil},
+		{"namespace and weight default", aRule().To(service("engine", 8000)), nil,
+			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}}, nil},
+		{"weights kept in order, zero included", aRule().To(service("a", 1).Weighted(3), service("b", 2).Weighted(0)), nil,
+			[]Backend{{Service: nn("team", "a"), Port: 1, Weight: 3}, {Service: nn("team", "b"), Port: 2, Weight: 0}}, nil},
+		{"explicit core group and Service kind", aRule().To(service("engine", 8000).OfKind("", "Service")), nil,
+			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}}, nil},
+		{"same namespace spelled out", aRule().To(service("engine", 8000).InNamespace("team")), nil,
+			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}}, nil},
+		{"another namespace with a ReferenceGrant", aRule().To(service("engine", 8000).InNamespace("models")),
+			[]any{grantServicesIn("models", "team")},
+			[]Backend{{Service: nn("models", "engine"), Port: 8000, Weight: 1}}, nil},
+		{"another namespace with a grant for that Service", aRule().To(service("engine", 8000).InNamespace("models")),
+			[]any{grantServicesIn("models", "team", "engine")},
+			[]Backend{{Service: nn("models", "engine"), Port: 8000, Weight: 1}}, nil},
+		{"another namespace, grant for another Service", aRule().To(service("engine", 8000).InNamespace("models")),
+			[]any{grantServicesIn("models", "team", "other")}, nil,
+			[]RejectedBackend{{Kind: "Service", Target: nn("models", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonRefNotPermitted,
+				Message: "no ReferenceGrant in namespace models permits HTTPRoutes in team to reference Service engine"}}},
+		{"another namespace, grant from another namespace", aRule().To(service("engine", 8000).InNamespace("models")),
+			[]any{grantServicesIn("models", "elsewhere")}, nil,
+			[]RejectedBackend{{Kind: "Service", Target: nn("models", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonRefNotPermitted,
+				Message: "no ReferenceGrant in namespace models permits HTTPRoutes in team to reference Service engine"}}},
+		{"other kinds are rejected with their weight", aRule().To(service("engine", 8000), service("imp", 8000).OfKind("multicluster.x-k8s.io", "ServiceImport").Weighted(4)), nil,
+			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}},
+			[]RejectedBackend{{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Target: nn("team", "imp"), Weight: 4, Reason: gatewayv1.RouteReasonInvalidKind,
+				Message: "backendRef kind multicluster.x-k8s.io/ServiceImport is not supported: only core Services"}}},
+		{"Service without port", aRule().To(service("engine", 0).WithoutPort()), nil, nil,
+			[]RejectedBackend{{Kind: "Service", Target: nn("team", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonUnsupportedValue,
+				Message: "backendRef to Service team/engine has no port"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ruleOf(t, tc.rule, tc.extra...)
+			if !reflect.DeepEqual(r.Backends, tc.want) {
+				t.Errorf("Backends = %+v, want %+v", r.Backends, tc.want)
+			}
+			if !reflect.DeepEqual(r.RejectedBackends, tc.wantRejected) {
+				t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, tc.wantRejected)
+			}
+		})
+	}
+}
+
+func TestRuleIdentity(t *testing.T) {
+	tbl := build(t, switchboardClass(), aGateway("gw").Listening(onHTTP("web", 80), onHTTP("alt", 81)),
+		aRoute("chat").AttachedTo("gw").With(aRule().Exact("/a"), aRule().Named("completions").Exact("/b")))
+	r, ok := tbl.Match(80, request("GET http://x/b"))
+	if !ok {
+		t.Fatal("no match")
+	}
+	want := &Rule{Route: nn("default", "chat"), Index: 1, Name: "completions"}
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("rule = %+v, want %+v", r, want)
+	}
+	if r2, _ := tbl.Match(81, request("GET http://x/b")); r2 != r {
+		t.Error("a route attached to two listeners compiles its rules twice; want one shared *Rule")
+	}
+}
+
+func TestPolicyGroupIsTheAPIGroup(t *testing.T) {
+	if PolicyGroup != v1alpha1.GroupVersion.Group {
+		t.Errorf("PolicyGroup = %q, want the API group %q", PolicyGroup, v1alpha1.GroupVersion.Group)
+	}
+}
+
+func TestConcurrentMatch(t *testing.T) {
+	tbl := benchTable(t, 20, 5)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				r := benchRequest((g*7+i)%20, i%5)
+				if _, ok := tbl.Match(80, r); !ok {
+					t.Errorf("no match for %s", r.URL)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
