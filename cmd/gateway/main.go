@@ -26,9 +26,9 @@ import (
 func main() {
 	var (
 		metricsAddr, probeAddr, listenHost, extProcAddr, defaultStrategy string
-		gw                                                  gateway.Options
-		scrape                                              cache.ScrapeOptions
-		drain                                               time.Duration
+		gw                                                               gateway.Options
+		scrape                                                           cache.ScrapeOptions
+		drain                                                            time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of /healthz and /readyz.")

@@ -46,7 +46,7 @@ func TestGateway(t *testing.T) {
 	c.enginePod(t, ns, "slow-0", "slow-model", slow.host, slow.port, app)
 	c.enginePod(t, ns, "drop-0", "drop-model", drop.host, drop.port, app)
 	c.enginePod(t, ns, "ghost-0", "ghost-model", "127.0.0.7", int(freePort(t)), app) // nothing listens
-	c.enginePod(t, ns, "orphan-0", "orphan-model", orphan.host, orphan.port, nil)  // no Service selects it
+	c.enginePod(t, ns, "orphan-0", "orphan-model", orphan.host, orphan.port, nil)    // no Service selects it
 
 	port := freePort(t)
 	class, gw := gatewayObjects(ns, port)
