@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
@@ -25,13 +26,14 @@ import (
 
 func main() {
 	var (
-		metricsAddr, probeAddr, listenHost, extProcAddr, defaultStrategy string
-		gw                                                               gateway.Options
-		scrape                                                           cache.ScrapeOptions
-		drain                                                            time.Duration
+		metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr, defaultStrategy string
+		gw                                                                          gateway.Options
+		scrape                                                                      cache.ScrapeOptions
+		drain                                                                       time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of /healthz and /readyz.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
 	flag.StringVar(&extProcAddr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
 	flag.StringVar(&listenHost, "listen-host", "", "Host the Gateway listeners bind; empty binds every interface.")
 	flag.StringVar(&defaultStrategy, "default-strategy", string(v1alpha1.StrategyLeastRequest), "Strategy of route rules without a RoutingPolicy filter.")
@@ -48,7 +50,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	gw.DefaultStrategy = v1alpha1.Strategy(defaultStrategy)
 
-	if err := run(metricsAddr, probeAddr, listenHost, extProcAddr, drain, gw, scrape); err != nil {
+	if err := run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr, drain, gw, scrape); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
@@ -56,7 +58,7 @@ func main() {
 
 // run wires the gateway: a manager whose informers feed the gateway's cache context,
 // the request path on the Gateways' listeners, the ext_proc picker and health probes.
-func run(metricsAddr, probeAddr, listenHost, extProcAddr string, drain time.Duration, opts gateway.Options, scrape cache.ScrapeOptions) error {
+func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drain time.Duration, opts gateway.Options, scrape cache.ScrapeOptions) error {
 	s, err := scheme.New()
 	if err != nil {
 		return err
@@ -66,6 +68,7 @@ func run(metricsAddr, probeAddr, listenHost, extProcAddr string, drain time.Dura
 		Scheme:                  s,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		GracefulShutdownTimeout: &drain,
 	})
 	if err != nil {
@@ -83,6 +86,9 @@ func run(metricsAddr, probeAddr, listenHost, extProcAddr string, drain time.Dura
 	}
 	// 4. The request path on the Gateways' HTTP listeners.
 	g := gateway.New(view, opts)
+	if err := g.Register(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("register gateway metrics: %w", err)
+	}
 	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: listenHost, DrainTimeout: drain})); err != nil {
 		return fmt.Errorf("add listeners: %w", err)
 	}

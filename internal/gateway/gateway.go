@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
@@ -78,6 +80,9 @@ type Gateway struct {
 	registry  *strategies.Registry
 	transport *http.Transport
 
+	metrics *metrics
+	log     logr.Logger
+
 	table   atomic.Pointer[compiledTable]
 	buildMu sync.Mutex
 	routers sync.Map // routerKey -> routing.Router
@@ -88,8 +93,10 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	opts = opts.withDefaults()
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	g := &Gateway{
-		view: view,
-		opts: opts,
+		view:    view,
+		opts:    opts,
+		metrics: newMetrics(view),
+		log:     ctrl.Log.WithName("gateway"),
 		registry: strategies.NewRegistry(strategies.Deps{
 			Reserver:   view.Tracker,
 			Queuer:     view.Tracker,
@@ -193,7 +200,8 @@ type decision struct {
 
 // decide parses body, finds the candidates of the model among backends (all endpoints
 // of the model when backends is nil), and routes the request with the policy's router,
-// excluding the endpoints in exclude. It blocks while the request is queued.
+// excluding the endpoints in exclude. It blocks while the request is queued. Once the
+// body has parsed, the returned decision carries the request even when err is not nil.
 func (g *Gateway) decide(ctx context.Context, headers http.Header, body []byte, backends []routetable.Backend,
 	policy *v1alpha1.RoutingPolicy, exclude map[*cache.Pod]bool) (*decision, error) {
 	req, err := openai.ParseRequest(body)
@@ -204,20 +212,22 @@ func (g *Gateway) decide(ctx context.Context, headers http.Header, body []byte, 
 		}
 		return nil, errBadRequest(err.Error())
 	}
+	d := &decision{req: req}
 	model, ok := g.view.Model(req.Model)
 	if !ok {
-		return nil, errModelNotFound(req.Model)
+		return d, errModelNotFound(req.Model)
 	}
+	d.model = model
 	candidates := g.candidates(model, backends, exclude)
 	if len(candidates) == 0 {
-		return nil, errNoEndpoint(req.Model)
+		return d, errNoEndpoint(req.Model)
 	}
 	router, strategy, err := g.router(policy, headers.Get(HeaderStrategy))
 	if err != nil {
 		if policy == nil {
-			return nil, errInternal(fmt.Sprintf("default strategy %q: %v", strategy, err))
+			return d, errInternal(fmt.Sprintf("default strategy %q: %v", strategy, err))
 		}
-		return nil, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err))
+		return d, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err))
 	}
 	rc := routing.NewRoutingContext(ctx, routing.Request{
 		Model:        req.Model,
@@ -228,15 +238,18 @@ func (g *Gateway) decide(ctx context.Context, headers http.Header, body []byte, 
 		RequestID:    headers.Get(HeaderRequestID),
 		Headers:      headers,
 	}, model, candidates)
+	start := time.Now()
 	router.Route(rc)
 	target, err := rc.Wait()
+	g.metrics.routing.WithLabelValues(string(strategy)).Observe(since(start))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return d, ctx.Err()
 		}
-		return nil, routingError(req.Model, err)
+		return d, routingError(req.Model, err)
 	}
-	return &decision{req: req, model: model, target: target}, nil
+	d.target = target
+	return d, nil
 }
 
 // candidates returns the routable endpoints of model selected by one of the backends'

@@ -6,13 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +28,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
 
 const ns = "gw-test"
@@ -62,7 +69,15 @@ func TestGateway(t *testing.T) {
 		httpRoute("llama", nil, "rp"),
 		httpRoute("broken", []gatewayv1.Hostname{"broken.example"}, "missing"))
 
-	_, view := c.runGateway(t, gateway.Options{UpstreamTimeout: 2 * time.Second, MaxBodyBytes: 1 << 20})
+	g, view := c.runGateway(t, gateway.Options{
+		UpstreamTimeout: 2 * time.Second,
+		MaxBodyBytes:    1 << 20,
+		Limits:          strategies.Limits{MaxInFlight: 2, MaxQueued: 1},
+	})
+	registry := prometheus.NewRegistry()
+	if err := g.Register(registry); err != nil {
+		t.Fatal(err)
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitUntil(t, "the gateway serves llama-3-8b", func() bool {
 		status, _ := post(base, "", chatBody("llama-3-8b", false))
@@ -191,25 +206,138 @@ func TestGateway(t *testing.T) {
 		})
 	})
 
-	t.Run("Service change applies live", func(t *testing.T) {
-		patch := client.MergeFrom(svc.DeepCopy())
-		svc.Spec.Selector = map[string]string{"app": "llama", "pin": "0"}
-		if err := c.Patch(ctx, svc, patch); err != nil {
+	t.Run("queue full", func(t *testing.T) {
+		// slow-0 takes two requests in flight and the model's queue one more; all three
+		// end with 504 after the upstream timeout.
+		done := make(chan int, 3)
+		for range 3 {
+			go func() {
+				status, _ := post(base, "", chatBody("slow-model", false))
+				done <- status
+			}()
+		}
+		waitUntil(t, "slow-0 is full and one request waits", func() bool {
+			m, ok := view.Model("slow-model")
+			return ok && m.Load().InFlight() == 2 && m.Load().Waiting() == 1
+		})
+		status, _, body := postRead(base, "", chatBody("slow-model", false))
+		if status != http.StatusTooManyRequests || !strings.Contains(string(body), "queue_full") {
+			t.Errorf("request beyond the queue: %d %s, want 429 queue_full", status, body)
+		}
+		for range 3 {
+			<-done
+		}
+	})
+
+	t.Run("ext_proc endpoint picker", func(t *testing.T) {
+		dest, done := pickOverExtProc(t, g, chatBody("llama-3-8b", false))
+		want := []string{net.JoinHostPort(e0.host, strconv.Itoa(e0.port)), net.JoinHostPort(e1.host, strconv.Itoa(e1.port))}
+		if !slices.Contains(want, dest) {
+			t.Fatalf("ext_proc destination = %q, want one of %v", dest, want)
+		}
+		m, _ := view.Model("llama-3-8b")
+		if n := m.Load().InFlight(); n != 1 {
+			t.Errorf("in flight while Envoy proxies = %d, want 1", n)
+		}
+		done()
+		waitUntil(t, "the ext_proc reservation is released", func() bool { return m.Load().InFlight() == 0 })
+	})
+
+	t.Run("policy change applies live", func(t *testing.T) {
+		patch := client.MergeFrom(policy.DeepCopy())
+		policy.Spec.Strategy = v1alpha1.StrategySessionAffinity
+		if err := c.Patch(ctx, policy, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "every request goes to llama-0", func() bool {
-			for range 6 {
-				if _, hdr := post(base, "", chatBody("llama-3-8b", false)); hdr.Get(gateway.HeaderEndpoint) != ns+"/llama-0" {
-					return false
-				}
+		waitUntil(t, "one session sticks to one pod", func() bool {
+			seen := map[string]bool{}
+			for range 20 {
+				_, hdr := postWithHeader(base, "x-session-id", "session-1", chatBody("llama-3-8b", false))
+				seen[hdr.Get(gateway.HeaderEndpoint)] = true
 			}
-			return true
+			return len(seen) == 1 && !seen[""]
 		})
 	})
 
+	t.Run("pod deleted under load", func(t *testing.T) {
+		var failures atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		// Two clients plus the checks below stay within the in-flight cap and queue of the
+		// one pod left, so any failure is the deletion's fault.
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if status, _ := post(base, "", chatBody("llama-3-8b", false)); status != http.StatusOK {
+						failures.Add(1)
+					}
+				}
+			})
+		}
+		if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama-1"}}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "llama-1 leaves the cache", func() bool {
+			_, ok := view.Pod(endpoint.Key{Namespace: ns, Name: "llama-1"})
+			return !ok
+		})
+		// Keep the load on for a while after the removal.
+		for range 20 {
+			if _, hdr := post(base, "", chatBody("llama-3-8b", false)); hdr.Get(gateway.HeaderEndpoint) != ns+"/llama-0" {
+				t.Errorf("a request after the deletion went to %q", hdr.Get(gateway.HeaderEndpoint))
+			}
+		}
+		close(stop)
+		wg.Wait()
+		if n := failures.Load(); n != 0 {
+			t.Errorf("%d requests failed while a pod was deleted", n)
+		}
+	})
+
+	t.Run("Service change applies live", func(t *testing.T) {
+		patch := client.MergeFrom(svc.DeepCopy())
+		svc.Spec.Selector = map[string]string{"app": "nothing"}
+		if err := c.Patch(ctx, svc, patch); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the route has no backend pods left", func() bool {
+			status, _ := post(base, "", chatBody("llama-3-8b", false))
+			return status == http.StatusServiceUnavailable
+		})
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		families, err := registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]float64{}
+		for _, f := range families {
+			if f.GetName() != "switchboard_gateway_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				counts[labels["model"]+" "+labels["code"]] += m.GetCounter().GetValue()
+			}
+		}
+		if counts["llama-3-8b 200"] < 20 || counts["slow-model 504"] < 1 || counts[" 404"] < 1 || counts["slow-model 429"] < 1 {
+			t.Errorf("requests_total by model and code = %v", counts)
+		}
+	})
+
 	for _, key := range []string{"llama-0", "llama-1", "slow-0", "drop-0", "ghost-0", "orphan-0"} {
-		p, _ := view.Pod(endpoint.Key{Namespace: ns, Name: key})
-		waitUntil(t, "no request stays reserved on "+key, func() bool { return p.Load().InFlight() == 0 })
+		if p, ok := view.Pod(endpoint.Key{Namespace: ns, Name: key}); ok {
+			waitUntil(t, "no request stays reserved on "+key, func() bool { return p.Load().InFlight() == 0 })
+		}
 	}
 }
 
@@ -234,6 +362,22 @@ func httpRoute(name string, hostnames []gatewayv1.Hostname, policy string) *gate
 			}},
 		},
 	}
+}
+
+// postWithHeader is post with one extra request header.
+func postWithHeader(base, key, value string, body []byte) (int, http.Header) {
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set(key, value)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header
 }
 
 // chatBody returns a small chat completion request for model.

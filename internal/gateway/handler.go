@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
@@ -20,33 +21,56 @@ import (
 // failure when the rule's policy does not say (no policy, or no spec.retry).
 const DefaultRetryAttempts = 2
 
-// Handler returns the HTTP handler of the gateway listeners on port.
-func (g *Gateway) Handler(port int32) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(port, w, r) })
+// outcome is what the request log and metrics record of one request.
+type outcome struct {
+	route, model, endpoint string
+	status                 int
 }
 
-// serve handles one request on a listener port (DESIGN §5).
-func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request) {
-	reqID := r.Header.Get(HeaderRequestID)
-	if reqID == "" {
-		reqID = newRequestID()
-		r.Header.Set(HeaderRequestID, reqID)
-	}
-	w.Header().Set(HeaderRequestID, reqID)
+// fail writes err to the client and records its status.
+func (o *outcome) fail(w http.ResponseWriter, r *http.Request, err error) {
+	o.status = writeError(w, r, err)
+}
 
+// Handler returns the HTTP handler of the gateway listeners on port.
+func (g *Gateway) Handler(port int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		reqID := r.Header.Get(HeaderRequestID)
+		if reqID == "" {
+			reqID = newRequestID()
+			r.Header.Set(HeaderRequestID, reqID)
+		}
+		w.Header().Set(HeaderRequestID, reqID)
+		var o outcome
+		defer func() {
+			g.metrics.observe(&o)
+			// Prompts are never logged.
+			g.log.V(1).Info("Request", "requestID", reqID, "method", r.Method, "path", r.URL.Path,
+				"route", o.route, "model", o.model, "endpoint", o.endpoint, "status", o.status,
+				"duration", time.Since(start))
+		}()
+		g.serve(port, w, r, start, &o)
+	})
+}
+
+// serve handles one request on a listener port (DESIGN §5), recording what happened
+// in o.
+func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request, start time.Time, o *outcome) {
 	rule, ok := g.Table().Match(port, r)
 	if !ok {
-		errRouteNotFound(fmt.Sprintf("No route matches %s %s on this listener.", r.Method, r.URL.Path)).write(w)
+		o.fail(w, r, errRouteNotFound(fmt.Sprintf("No route matches %s %s on this listener.", r.Method, r.URL.Path)))
 		return
 	}
+	o.route = rule.Route.String()
 	if rule.InvalidFilter != "" {
-		errInvalidFilter(rule.InvalidFilter).write(w)
+		o.fail(w, r, errInvalidFilter(rule.InvalidFilter))
 		return
 	}
 	var policy *v1alpha1.RoutingPolicy
 	if rule.Policy != nil {
 		if policy, ok = g.view.Policies.Get(*rule.Policy); !ok {
-			errInvalidFilter(fmt.Sprintf("RoutingPolicy %s referenced by the route does not exist.", rule.Policy)).write(w)
+			o.fail(w, r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s referenced by the route does not exist.", rule.Policy)))
 			return
 		}
 	}
@@ -54,9 +78,9 @@ func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			errTooLarge(g.opts.MaxBodyBytes).write(w)
+			o.fail(w, r, errTooLarge(g.opts.MaxBodyBytes))
 		} else {
-			errBadRequest("The request body could not be read.").write(w)
+			o.fail(w, r, errBadRequest("The request body could not be read."))
 		}
 		return
 	}
@@ -66,16 +90,24 @@ func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request) {
 	var unreachable *Error // the last connection failure, if any
 	for attempt := 0; ; attempt++ {
 		d, err := g.decide(r.Context(), r.Header, body, rule.Backends, policy, exclude)
+		if d != nil && d.model != nil {
+			o.model = d.model.Name // only served names: clients cannot grow the label set
+		}
 		if err != nil {
 			var e *Error
 			if unreachable != nil && errors.As(err, &e) && e.Status == http.StatusServiceUnavailable {
 				err = unreachable // every candidate left has failed to connect
 			}
-			writeError(w, r, err)
+			o.fail(w, r, err)
 			return
+		}
+		o.endpoint = d.target.Pod.Key.String()
+		if attempt == 0 {
+			g.metrics.overhead.Observe(since(start))
 		}
 		resp, err := g.send(r, d, body)
 		if err == nil {
+			o.status = resp.StatusCode
 			g.relay(w, r, d, resp)
 			return
 		}
@@ -88,7 +120,7 @@ func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request) {
 			exclude[d.target.Pod] = true
 			continue
 		}
-		writeError(w, r, unreachable)
+		o.fail(w, r, unreachable)
 		return
 	}
 }
@@ -102,16 +134,21 @@ func retryAttempts(policy *v1alpha1.RoutingPolicy) int {
 	return int(*policy.Spec.Retry.Attempts)
 }
 
-// writeError sends err to the client, unless the client has gone.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+// clientClosedRequest is the status recorded, never sent, for a client that went away.
+const clientClosedRequest = 499
+
+// writeError sends err to the client, unless the client has gone, and returns the
+// status.
+func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if r.Context().Err() != nil {
-		return
+		return clientClosedRequest
 	}
 	var e *Error
 	if !errors.As(err, &e) {
 		e = errInternal(err.Error())
 	}
 	e.write(w)
+	return e.Status
 }
 
 // upstreamError maps a failed upstream round trip to the client's error.

@@ -1,0 +1,402 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/scheme"
+)
+
+const (
+	// benchNamespace holds the benchmark's objects.
+	benchNamespace = "gw-bench"
+	// benchModel is the model the benchmark engine serves.
+	benchModel = "bench-model"
+	// benchConcurrency is the number of client goroutines.
+	benchConcurrency = 8
+	// benchMaxTokens is the max_tokens of every request.
+	benchMaxTokens = 16
+	// benchLargePrompt is the size of the large prompt.
+	benchLargePrompt = 200 << 10
+)
+
+// BenchmarkGatewayOverhead measures what the gateway adds to a request: the same chat
+// completion requests, from benchConcurrency goroutines over loopback, go either
+// straight to one engine simulator or through the gateway to a route whose only backend
+// is that engine. Each case reports the p50 and p99 latency and the throughput.
+//
+// The engine runs with TimeScale 0, so that every simulated delay (prefill, decode) is
+// zero and it answers as fast as its HTTP and JSON handling allow: the difference
+// between direct and gateway is then the gateway's own cost (reading and parsing the
+// body, routing, the second hop, relaying the response), not hidden under simulated
+// model latency. Its KV cache is large enough that benchConcurrency 200 KB prompts run
+// at once without queueing.
+//
+// The gateway logs as cmd/gateway does by default (zap at info level, so the V(1)
+// request log is disabled), into io.Discard.
+//
+// Client, engine and gateway share the machine's CPUs, so on a small machine the
+// gateway's CPU also slows the engine; compare direct and gateway of one run only.
+//
+// The API server, the engine and the gateway are started once for every case. Run with
+// KUBEBUILDER_ASSETS set (make test does), e.g.
+//
+//	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 400x ./internal/gateway/
+func BenchmarkGatewayOverhead(b *testing.B) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	c := benchStartCluster(b)
+	benchCreate(b, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
+
+	cfg := enginesim.DefaultConfig()
+	cfg.Model = benchModel
+	cfg.TimeScale = 0
+	cfg.KVBlocks = 1 << 16
+	e := benchStartEngine(b, "127.0.0.2", cfg)
+	benchEnginePod(b, c, "engine-0", e)
+
+	port := benchFreePort(b)
+	class, gw := gatewayObjects(benchNamespace, port)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "bench"}, Ports: []corev1.ServicePort{{Port: 8000}}},
+	}
+	route := &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: "gw"}}},
+			Rules: []gatewayv1.HTTPRouteRule{{
+				BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+					BackendObjectReference: gatewayv1.BackendObjectReference{Name: "bench", Port: new(gatewayv1.PortNumber(8000))},
+				}}},
+			}},
+		},
+	}
+	benchCreate(b, c, class, gw, svc, route)
+	benchRunGateway(b, c, gateway.Options{})
+
+	transport := &http.Transport{
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	b.Cleanup(transport.CloseIdleConnections)
+	hc := &http.Client{Transport: transport, Timeout: time.Minute}
+	targets := []struct{ name, url string }{
+		{"direct", "http://" + net.JoinHostPort(e.host, strconv.Itoa(e.port)) + "/v1/chat/completions"},
+		{"gateway", fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", port)},
+	}
+
+	// Wait until the gateway routes to the engine (its caches have seen every object and
+	// the engine's metrics were scraped).
+	probe := benchChatBody("hi", false)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hdr, err := benchDo(hc, targets[1].url, probe, false, new(bytes.Buffer))
+		if err == nil {
+			if got, want := hdr.Get(gateway.HeaderEndpoint), benchNamespace+"/engine-0"; got != want {
+				b.Fatalf("%s = %q, want %q", gateway.HeaderEndpoint, got, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the gateway does not serve %s: %v", benchModel, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	prompts := []struct{ name, text string }{
+		{"short", "Say hello in one short sentence."},
+		{"200KB", benchText(benchLargePrompt)},
+	}
+	for _, p := range prompts {
+		b.Run("prompt="+p.name, func(b *testing.B) {
+			for _, stream := range []bool{false, true} {
+				body := benchChatBody(p.text, stream)
+				b.Run("stream="+strconv.FormatBool(stream), func(b *testing.B) {
+					for _, t := range targets {
+						b.Run(t.name, func(b *testing.B) {
+							benchLoad(b, hc, t.url, body, stream)
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// benchLoad sends b.N requests of body to url from benchConcurrency goroutines and
+// reports the p50 and p99 latency and the throughput.
+func benchLoad(b *testing.B, hc *http.Client, url string, body []byte, stream bool) {
+	// Warm up: open the connections and let both ends allocate their buffers.
+	var wg sync.WaitGroup
+	errs := make([]error, benchConcurrency)
+	for g := range benchConcurrency {
+		wg.Go(func() {
+			_, errs[g] = benchDo(hc, url, body, stream, new(bytes.Buffer))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+
+	var next atomic.Int64
+	latencies := make([][]time.Duration, benchConcurrency)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for g := range benchConcurrency {
+		wg.Go(func() {
+			var buf bytes.Buffer
+			lat := make([]time.Duration, 0, b.N/benchConcurrency+1)
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if _, err := benchDo(hc, url, body, stream, &buf); err != nil {
+					errs[g] = err
+					return
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			latencies[g] = lat
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+
+	all := slices.Concat(latencies...)
+	if len(all) != b.N {
+		b.Fatalf("%d latencies recorded, want %d", len(all), b.N)
+	}
+	slices.Sort(all)
+	ms := func(q float64) float64 {
+		i := min(int(q*float64(len(all))), len(all)-1)
+		return float64(all[i]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ms(0.50), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+}
+
+// benchDo posts body to url, reads the whole response into buf and checks it is a
+// successful completion (a stream ends with "data: [DONE]").
+func benchDo(hc *http.Client, url string, body []byte, stream bool, buf *bytes.Buffer) (http.Header, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, fmt.Errorf("read response of %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: status %d: %.300s", url, resp.StatusCode, buf.Bytes())
+	}
+	if stream && !bytes.Contains(buf.Bytes(), []byte("data: [DONE]")) {
+		return nil, fmt.Errorf("%s: stream did not end with [DONE]: %.300s", url, buf.Bytes())
+	}
+	return resp.Header, nil
+}
+
+// benchChatBody returns a chat completion request for benchModel with prompt.
+func benchChatBody(prompt string, stream bool) []byte {
+	b, err := json.Marshal(map[string]any{
+		"model":      benchModel,
+		"stream":     stream,
+		"max_tokens": benchMaxTokens,
+		"messages":   []map[string]string{{"role": "user", "content": prompt}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// benchText returns n bytes of deterministic, varied English-like text.
+func benchText(n int) string {
+	words := strings.Fields(`the a gateway routes every request to an engine that serves
+		model tokens from its cache while prefix blocks and queues grow under load so
+		latency throughput policy backend listener route service pod ready stream chunk
+		prompt completion retry timeout budget weight session affinity random least kv
+		scheduler batch decode prefill adapter lora vector matrix kernel memory network
+		cluster node replica shard region zone quickly slowly carefully often never`)
+	r := rand.New(rand.NewPCG(1, 2))
+	var sb strings.Builder
+	sb.Grow(n + 32)
+	for sentence := 0; sb.Len() < n; sentence++ {
+		fmt.Fprintf(&sb, "%d.", sentence)
+		for range 6 + r.IntN(14) {
+			sb.WriteByte(' ')
+			sb.WriteString(words[r.IntN(len(words))])
+		}
+		sb.WriteString(". ")
+	}
+	return sb.String()[:n]
+}
+
+// The helpers below are testing.TB versions of those in env_test.go, which take
+// *testing.T.
+
+// benchStartCluster starts a control plane with the CRDs that stops when tb ends.
+func benchStartCluster(tb testing.TB) *cluster {
+	tb.Helper()
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join("..", "..", "config", "crd", "bases"),
+			filepath.Join("..", "..", "config", "crd", "gateway-api"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		tb.Fatalf("start envtest (set KUBEBUILDER_ASSETS, as make test does): %v", err)
+	}
+	tb.Cleanup(func() { _ = env.Stop() })
+	s, err := scheme.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	k, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &cluster{Client: k, env: env}
+}
+
+// benchCreate creates every object.
+func benchCreate(tb testing.TB, c *cluster, objs ...client.Object) {
+	tb.Helper()
+	for _, obj := range objs {
+		if err := c.Create(context.Background(), obj); err != nil {
+			tb.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+}
+
+// benchStartEngine serves an engine configured by cfg on host until tb ends.
+func benchStartEngine(tb testing.TB, host string, cfg enginesim.Config) *engine {
+	tb.Helper()
+	e, err := enginesim.NewEngine(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.Handler()}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close() })
+	return &engine{Engine: e, host: host, port: ln.Addr().(*net.TCPAddr).Port}
+}
+
+// benchEnginePod registers a Running, Ready Pod labelled app=bench for e.
+func benchEnginePod(tb testing.TB, c *cluster, name string, e *engine) {
+	tb.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name, Labels: map[string]string{
+			v1alpha1.LabelModel: e.Config().Model, v1alpha1.LabelPort: strconv.Itoa(e.port), "app": "bench",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim"}}},
+	}
+	benchCreate(tb, c, pod)
+	pod.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		PodIP:      e.host,
+		PodIPs:     []corev1.PodIP{{IP: e.host}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	}
+	if err := c.Status().Update(context.Background(), pod); err != nil {
+		tb.Fatalf("update status of pod %s: %v", name, err)
+	}
+}
+
+// benchFreePort returns a loopback TCP port that was free a moment ago.
+func benchFreePort(tb testing.TB) int32 {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return int32(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// benchRunGateway runs the gateway's cache and listeners on 127.0.0.1 in a manager until
+// tb ends, and waits until the cache is synced.
+func benchRunGateway(tb testing.TB, c *cluster, opts gateway.Options) {
+	tb.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(c.env.Config, ctrl.Options{
+		Scheme:                 s,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	view, err := cache.InitForGateway(mgr, cache.Options{Scrape: cache.ScrapeOptions{Interval: 50 * time.Millisecond}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := gateway.New(view, opts)
+	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: "127.0.0.1", SyncInterval: 50 * time.Millisecond})); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			tb.Errorf("manager: %v", err)
+		}
+	})
+	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelWait()
+	if err := view.WaitForSync(waitCtx); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+)
+
+// metrics are the gateway's Prometheus collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	routing  *prometheus.HistogramVec
+	overhead prometheus.Histogram
+	load     loadCollector
+}
+
+func newMetrics(view *cache.Gateway) *metrics {
+	return &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_gateway_requests_total",
+			Help: "Requests answered, by route, model, endpoint and HTTP status code.",
+		}, []string{"route", "model", "endpoint", "code"}),
+		routing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_gateway_routing_duration_seconds",
+			Help:    "Time to select and reserve an endpoint, queueing included, by strategy.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}, []string{"strategy"}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchboard_gateway_overhead_seconds",
+			Help:    "Time from receiving a request to sending it upstream: matching, body read, parsing and routing.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
+		}),
+		load: loadCollector{view: view},
+	}
+}
+
+// Register registers the gateway's metrics with r.
+func (g *Gateway) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.load} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// observe records one answered request.
+func (m *metrics) observe(o *outcome) {
+	m.requests.WithLabelValues(o.route, o.model, o.endpoint, strconv.Itoa(o.status)).Inc()
+}
+
+// loadCollector reports the cache's request counters at scrape time.
+type loadCollector struct{ view *cache.Gateway }
+
+var (
+	inFlightDesc = prometheus.NewDesc("switchboard_gateway_in_flight",
+		"Requests reserved on endpoints of a model and not yet released.", []string{"model"}, nil)
+	queuedDesc = prometheus.NewDesc("switchboard_gateway_queued",
+		"Requests waiting in the gateway's queue for a model.", []string{"model"}, nil)
+	endpointInFlightDesc = prometheus.NewDesc("switchboard_gateway_endpoint_in_flight",
+		"Requests reserved on an endpoint and not yet released.", []string{"endpoint"}, nil)
+)
+
+// Describe sends the descriptors of the collected metrics.
+func (c loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightDesc
+	ch <- queuedDesc
+	ch <- endpointInFlightDesc
+}
+
+// Collect reads the current counters of every served model and known endpoint.
+func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range c.view.Models() {
+		m, ok := c.view.Model(name)
+		if !ok {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(m.Load().InFlight()), name)
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(m.Load().Waiting()), name)
+	}
+	for _, p := range c.view.ListPods() {
+		ch <- prometheus.MustNewConstMetric(endpointInFlightDesc, prometheus.GaugeValue, float64(p.Load().InFlight()), p.Key.String())
+	}
+}
+
+// since returns the seconds elapsed since t.
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
