@@ -259,6 +259,22 @@ func TestGateway(t *testing.T) {
 		})
 	})
 
+	t.Run("HTTPRoute change applies live", func(t *testing.T) {
+		broken := &gatewayv1.HTTPRoute{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "broken"}, broken); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(broken.DeepCopy())
+		broken.Spec.Rules[0].Filters[0].ExtensionRef.Name = "rp"
+		if err := c.Patch(ctx, broken, patch); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the repaired route serves", func() bool {
+			status, _ := post(base, "broken.example", chatBody("llama-3-8b", false))
+			return status == http.StatusOK
+		})
+	})
+
 	t.Run("pod deleted under load", func(t *testing.T) {
 		var failures atomic.Int64
 		var wg sync.WaitGroup
