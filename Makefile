@@ -61,6 +61,14 @@ test: tools verify-generated vet ## Run every test suite (unit and envtest, with
 fuzz: ## Run every fuzz target for FUZZTIME each (default 5s; e.g. FUZZTIME=10m make fuzz).
 	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
+##@ Benchmarks
+
+BENCHTIME ?= 1000x
+
+.PHONY: bench-gateway
+bench-gateway: k8s-tools ## Measure gateway overhead against engine-sim directly (latency p50/p99, req/s; short and 200 KB prompts, streaming and not).
+	KUBEBUILDER_ASSETS=$(K8S_BIN) go test -run '^$$' -bench BenchmarkGatewayOverhead -benchtime $(BENCHTIME) ./internal/gateway/
+
 ##@ Build
 
 .PHONY: build

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,17 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/switchboard-llm/switchboard/api/v1alpha1"
-	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
-	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
 
 const (
@@ -72,17 +64,16 @@ const (
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 400x ./internal/gateway/
 func BenchmarkGatewayOverhead(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	c := benchStartCluster(b)
-	benchCreate(b, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
+	c := startCluster(b)
+	c.create(b, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
 
-	cfg := enginesim.DefaultConfig()
-	cfg.Model = benchModel
-	cfg.TimeScale = 0
-	cfg.KVBlocks = 1 << 16
-	e := benchStartEngine(b, "127.0.0.2", cfg)
-	benchEnginePod(b, c, "engine-0", e)
+	e := startEngine(b, "127.0.0.2", benchModel, func(cfg *enginesim.Config) {
+		cfg.TimeScale = 0
+		cfg.KVBlocks = 1 << 16
+	})
+	c.enginePod(b, benchNamespace, "engine-0", benchModel, e.host, e.port, map[string]string{"app": "bench"})
 
-	port := benchFreePort(b)
+	port := freePort(b)
 	class, gw := gatewayObjects(benchNamespace, port)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
@@ -99,8 +90,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}},
 		},
 	}
-	benchCreate(b, c, class, gw, svc, route)
-	benchRunGateway(b, c, gateway.Options{})
+	c.create(b, class, gw, svc, route)
+	c.runGateway(b, gateway.Options{})
 
 	transport := &http.Transport{
 		MaxIdleConns:        1024,
@@ -271,132 +262,4 @@ func benchText(n int) string {
 		sb.WriteString(". ")
 	}
 	return sb.String()[:n]
-}
-
-// The helpers below are testing.TB versions of those in env_test.go, which take
-// *testing.T.
-
-// benchStartCluster starts a control plane with the CRDs that stops when tb ends.
-func benchStartCluster(tb testing.TB) *cluster {
-	tb.Helper()
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "config", "crd", "gateway-api"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		tb.Fatalf("start envtest (set KUBEBUILDER_ASSETS, as make test does): %v", err)
-	}
-	tb.Cleanup(func() { _ = env.Stop() })
-	s, err := scheme.New()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	k, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &cluster{Client: k, env: env}
-}
-
-// benchCreate creates every object.
-func benchCreate(tb testing.TB, c *cluster, objs ...client.Object) {
-	tb.Helper()
-	for _, obj := range objs {
-		if err := c.Create(context.Background(), obj); err != nil {
-			tb.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-}
-
-// benchStartEngine serves an engine configured by cfg on host until tb ends.
-func benchStartEngine(tb testing.TB, host string, cfg enginesim.Config) *engine {
-	tb.Helper()
-	e, err := enginesim.NewEngine(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: e.Handler()}
-	go func() { _ = srv.Serve(ln) }()
-	tb.Cleanup(func() { _ = srv.Close() })
-	return &engine{Engine: e, host: host, port: ln.Addr().(*net.TCPAddr).Port}
-}
-
-// benchEnginePod registers a Running, Ready Pod labelled app=bench for e.
-func benchEnginePod(tb testing.TB, c *cluster, name string, e *engine) {
-	tb.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: name, Labels: map[string]string{
-			v1alpha1.LabelModel: e.Config().Model, v1alpha1.LabelPort: strconv.Itoa(e.port), "app": "bench",
-		}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim"}}},
-	}
-	benchCreate(tb, c, pod)
-	pod.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      e.host,
-		PodIPs:     []corev1.PodIP{{IP: e.host}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	if err := c.Status().Update(context.Background(), pod); err != nil {
-		tb.Fatalf("update status of pod %s: %v", name, err)
-	}
-}
-
-// benchFreePort returns a loopback TCP port that was free a moment ago.
-func benchFreePort(tb testing.TB) int32 {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return int32(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// benchRunGateway runs the gateway's cache and listeners on 127.0.0.1 in a manager until
-// tb ends, and waits until the cache is synced.
-func benchRunGateway(tb testing.TB, c *cluster, opts gateway.Options) {
-	tb.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(c.env.Config, ctrl.Options{
-		Scheme:                 s,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	view, err := cache.InitForGateway(mgr, cache.Options{Scrape: cache.ScrapeOptions{Interval: 50 * time.Millisecond}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g := gateway.New(view, opts)
-	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: "127.0.0.1", SyncInterval: 50 * time.Millisecond})); err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			tb.Errorf("manager: %v", err)
-		}
-	})
-	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelWait()
-	if err := view.WaitForSync(waitCtx); err != nil {
-		tb.Fatal(err)
-	}
 }

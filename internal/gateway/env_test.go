@@ -34,7 +34,7 @@ type cluster struct {
 }
 
 // startCluster starts a control plane that stops when the test ends.
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
@@ -60,7 +60,7 @@ func startCluster(t *testing.T) *cluster {
 }
 
 // create creates every object.
-func (c *cluster) create(t *testing.T, objs ...client.Object) {
+func (c *cluster) create(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, obj := range objs {
 		if err := c.Create(context.Background(), obj); err != nil {
@@ -77,11 +77,14 @@ type engine struct {
 }
 
 // startEngine serves an engine for model on host (a 127.0.0.x address) until the test
-// ends.
-func startEngine(t *testing.T, host, model string) *engine {
+// ends; tune, if given, adjusts the engine's configuration first.
+func startEngine(t testing.TB, host, model string, tune ...func(*enginesim.Config)) *engine {
 	t.Helper()
 	cfg := enginesim.DefaultConfig()
 	cfg.Model = model
+	for _, f := range tune {
+		f(&cfg)
+	}
 	e, err := enginesim.NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +101,7 @@ func startEngine(t *testing.T, host, model string) *engine {
 
 // enginePod registers a Pod for an engine serving model at host:port, labelled with
 // labels, and marks it Running and Ready.
-func (c *cluster) enginePod(t *testing.T, ns, name, model, host string, port int, labels map[string]string) *corev1.Pod {
+func (c *cluster) enginePod(t testing.TB, ns, name, model, host string, port int, labels map[string]string) *corev1.Pod {
 	t.Helper()
 	all := map[string]string{v1alpha1.LabelModel: model, v1alpha1.LabelPort: strconv.Itoa(port)}
 	for k, v := range labels {
@@ -122,7 +125,7 @@ func (c *cluster) enginePod(t *testing.T, ns, name, model, host string, port int
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int32 {
+func freePort(t testing.TB) int32 {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -154,7 +157,7 @@ func gatewayObjects(ns string, port int32) (*gatewayv1.GatewayClass, *gatewayv1.
 // runGateway starts a manager with the gateway's cache context and the gateway's
 // listeners on 127.0.0.1, and waits until the cache is synced. The gateway stops when
 // the test ends.
-func (c *cluster) runGateway(t *testing.T, opts gateway.Options) (*gateway.Gateway, *cache.Gateway) {
+func (c *cluster) runGateway(t testing.TB, opts gateway.Options) (*gateway.Gateway, *cache.Gateway) {
 	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
@@ -194,7 +197,7 @@ func (c *cluster) runGateway(t *testing.T, opts gateway.Options) (*gateway.Gatew
 }
 
 // waitUntil polls cond every 20ms and fails the test if it does not hold within 15s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {

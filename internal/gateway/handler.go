@@ -74,7 +74,7 @@ func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request, star
 			return
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
+	body, err := readBody(w, r, g.opts.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -123,6 +123,17 @@ func (g *Gateway) serve(port int32, w http.ResponseWriter, r *http.Request, star
 		o.fail(w, r, unreachable)
 		return
 	}
+}
+
+// readBody reads the request body, at most limit bytes, in one allocation when the
+// client declared its length.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
 }
 
 // retryAttempts returns how many further endpoints a request may try after connection
