@@ -97,13 +97,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		opts:    opts,
 		metrics: newMetrics(view),
 		log:     ctrl.Log.WithName("gateway"),
-		registry: strategies.NewRegistry(strategies.Deps{
-			Reserver:   view.Tracker,
-			Queuer:     view.Tracker,
-			Pods:       view.Reader,
-			StaleAfter: view.StaleAfter(),
-			Random:     opts.Random,
-		}),
+
 		transport: &http.Transport{
 			DialContext:           dialer.DialContext,
 			MaxIdleConns:          1024,
@@ -113,6 +107,14 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 			DisableCompression:    true,
 		},
 	}
+	g.registry = strategies.NewRegistry(strategies.Deps{
+		Reserver:           view.Tracker,
+		Queuer:             view.Tracker,
+		Pods:               view.Reader,
+		StaleAfter:         view.StaleAfter(),
+		Random:             opts.Random,
+		ObservePrefixMatch: g.metrics.prefix.Observe,
+	})
 	return g
 }
 

@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	routing  *prometheus.HistogramVec
 	overhead prometheus.Histogram
+	prefix   prometheus.Histogram
 	load     loadCollector
 }
 
@@ -33,13 +34,18 @@ func newMetrics(view *cache.Gateway) *metrics {
 			Help:    "Time from receiving a request to sending it upstream: matching, body read, parsing and routing.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 		}),
+		prefix: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchboard_gateway_prefix_cache_match_ratio",
+			Help:    "Fraction of a prompt's blocks the chosen endpoint already held, for prefix-cache routing.",
+			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
+		}),
 		load: loadCollector{view: view},
 	}
 }
 
 // Register registers the gateway's metrics with r.
 func (g *Gateway) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.load} {
+	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix, g.metrics.load} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

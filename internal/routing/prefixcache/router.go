@@ -55,6 +55,10 @@ type Config struct {
 	// indexed endpoint; endpoints it reports missing or not routable are forgotten.
 	// With Pods nil, only Forget forgets endpoints.
 	Pods PodLookup
+	// ObserveMatch, if set, is told, for every routed prompt with at least one whole
+	// block, the fraction of its blocks the chosen endpoint already held. It MUST be
+	// safe for concurrent use.
+	ObserveMatch func(ratio float64)
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -148,11 +152,16 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return best.index, nil
 }
 
-// Learn records that the request's prompt blocks were routed to chosen.
+// Learn records that the request's prompt blocks were routed to chosen, after telling
+// ObserveMatch how much of the prompt chosen already held.
 func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
 	r.sweep(rc.Now)
 	var buf [stackHashes]uint64
-	r.index.Add(chosen.Key, r.hashes(rc, buf[:0]))
+	hashes := r.hashes(rc, buf[:0])
+	if r.cfg.ObserveMatch != nil && len(hashes) > 0 {
+		r.cfg.ObserveMatch(float64(r.index.Match(chosen.Key, hashes)) / float64(len(hashes)))
+	}
+	r.index.Add(chosen.Key, hashes)
 }
 
 // Forget drops everything the router learnt about endpoint k.

@@ -443,3 +443,18 @@ func TestConcurrentRouting(t *testing.T) {
 		t.Fatal("pod 7 was not deleted")
 	}
 }
+
+func TestLearnObservesMatchRatio(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 2)
+	var observed []float64
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, ObserveMatch: func(ratio float64) {
+		observed = append(observed, ratio)
+	}}, routingtest.SeededRandom(1))
+	r.Learn(fleet.Context(routing.Request{Prompt: promptAB}), fleet.Pod(0))
+	r.Learn(fleet.Context(routing.Request{Prompt: promptABCD}), fleet.Pod(0))
+	r.Learn(fleet.Context(routing.Request{Prompt: promptABCD}), fleet.Pod(1))
+	r.Learn(fleet.Context(routing.Request{Prompt: "aaa"}), fleet.Pod(1)) // no whole block
+	if want := []float64{0, 0.5, 0}; fmt.Sprint(observed) != fmt.Sprint(want) {
+		t.Errorf("observed match ratios %v, want %v", observed, want)
+	}
+}

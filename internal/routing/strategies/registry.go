@@ -41,6 +41,9 @@ type Deps struct {
 	StaleAfter time.Duration
 	// Random breaks ties; nil means routing.DefaultRandom.
 	Random routing.Random
+	// ObservePrefixMatch, if set, receives the prefix-cache match ratio of every request
+	// routed by a prefix-cache algorithm (see prefixcache.Config.ObserveMatch).
+	ObservePrefixMatch func(ratio float64)
 }
 
 // Limits bound the load a router puts on endpoints.
@@ -161,7 +164,7 @@ func (r *Registry) Router(spec *v1alpha1.RoutingPolicySpec, strategy v1alpha1.St
 
 // newPrefixCache builds the prefix-cache algorithm from spec.prefixCache.
 func newPrefixCache(spec *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
-	cfg := prefixcache.Config{Pods: d.Pods}
+	cfg := prefixcache.Config{Pods: d.Pods, ObserveMatch: d.ObservePrefixMatch}
 	if pc := spec.PrefixCache; pc != nil {
 		cfg.BlockSize = int(deref(pc.BlockSize))
 		cfg.MaxBlocksPerEndpoint = int(deref(pc.MaxBlocksPerEndpoint))
