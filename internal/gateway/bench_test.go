@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 )
 
@@ -45,7 +44,7 @@ const (
 // straight to one engine simulator or through the gateway to a route whose only backend
 // is that engine. Each case reports the p50 and p99 latency and the throughput.
 //
-// The engine runs with TimeScale 0, so that every simulated delay (prefill, decode) is
+// The engine runs with --time-scale 0, so that every simulated delay (prefill, decode) is
 // zero and it answers as fast as its HTTP and JSON handling allow: the difference
 // between direct and gateway is then the gateway's own cost (reading and parsing the
 // body, routing, the second hop, relaying the response), not hidden under simulated
@@ -67,10 +66,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	c := startCluster(b)
 	c.create(b, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
 
-	e := startEngine(b, "127.0.0.2", benchModel, func(cfg *enginesim.Config) {
-		cfg.TimeScale = 0
-		cfg.KVBlocks = 1 << 16
-	})
+	e := startEngine(b, "127.0.0.2", benchModel, "--time-scale", "0", "--kv-blocks", "65536")
 	c.enginePod(b, benchNamespace, "engine-0", benchModel, e.host, e.port, map[string]string{"app": "bench"})
 
 	port := freePort(b)

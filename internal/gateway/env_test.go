@@ -3,6 +3,9 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -20,7 +23,6 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
-	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
@@ -69,35 +71,58 @@ func (c *cluster) create(t testing.TB, objs ...client.Object) {
 	}
 }
 
-// engine is an engine simulator serving on a loopback address of its own.
+// engineSimBinary is the engine-sim binary TestMain builds for the engine processes.
+var engineSimBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gateway-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	engineSimBinary = filepath.Join(dir, "engine-sim")
+	if out, err := exec.Command("go", "build", "-o", engineSimBinary, "../../cmd/engine-sim").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build engine-sim: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// engine is an engine-sim process serving on a loopback address of its own.
 type engine struct {
-	*enginesim.Engine
 	host string
 	port int
 }
 
-// startEngine serves an engine for model on host (a 127.0.0.x address) until the test
-// ends; tune, if given, adjusts the engine's configuration first.
-func startEngine(t testing.TB, host, model string, tune ...func(*enginesim.Config)) *engine {
+// startEngine runs an engine-sim process for model on host (a 127.0.0.x address) with
+// the extra flags, until the test ends, and waits until it answers /health.
+func startEngine(t testing.TB, host, model string, flags ...string) *engine {
 	t.Helper()
-	cfg := enginesim.DefaultConfig()
-	cfg.Model = model
-	for _, f := range tune {
-		f(&cfg)
+	e := &engine{host: host, port: int(freePortOn(t, host))}
+	args := append([]string{"--listen", e.address(), "--model", model}, flags...)
+	cmd := exec.Command(engineSimBinary, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start engine-sim: %v", err)
 	}
-	e, err := enginesim.NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: e.Handler()}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return &engine{Engine: e, host: host, port: ln.Addr().(*net.TCPAddr).Port}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, "engine-sim on "+e.address()+" is healthy", func() bool {
+		resp, err := http.Get("http://" + e.address() + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return e
 }
+
+// address returns the engine's host:port.
+func (e *engine) address() string { return net.JoinHostPort(e.host, strconv.Itoa(e.port)) }
 
 // enginePod registers a Pod for an engine serving model at host:port, labelled with
 // labels, and marks it Running and Ready.
@@ -124,10 +149,13 @@ func (c *cluster) enginePod(t testing.TB, ns, name, model, host string, port int
 	return pod
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int32 {
+// freePort returns a port of 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int32 { return freePortOn(t, "127.0.0.1") }
+
+// freePortOn returns a TCP port of host that was free a moment ago.
+func freePortOn(t testing.TB, host string) int32 {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

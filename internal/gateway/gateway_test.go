@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +24,6 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
-	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
@@ -43,10 +40,8 @@ func TestGateway(t *testing.T) {
 	app := map[string]string{"app": "llama"}
 	e0 := startEngine(t, "127.0.0.2", "llama-3-8b")
 	e1 := startEngine(t, "127.0.0.3", "llama-3-8b")
-	slow := startEngine(t, "127.0.0.4", "slow-model")
-	slow.SetFaults(enginesim.Faults{SlowFactor: 1000})
-	drop := startEngine(t, "127.0.0.5", "drop-model")
-	drop.SetFaults(enginesim.Faults{DropMidStream: true})
+	slow := startEngine(t, "127.0.0.4", "slow-model", "--fault-slow-factor", "1000")
+	drop := startEngine(t, "127.0.0.5", "drop-model", "--fault-drop-mid-stream")
 	orphan := startEngine(t, "127.0.0.6", "orphan-model")
 	c.enginePod(t, ns, "llama-0", "llama-3-8b", e0.host, e0.port, map[string]string{"app": "llama", "pin": "0"})
 	c.enginePod(t, ns, "llama-1", "llama-3-8b", e1.host, e1.port, app)
@@ -127,6 +122,33 @@ func TestGateway(t *testing.T) {
 		if chunks < 2 || text.Len() == 0 {
 			t.Errorf("stream gave %d chunks and %q, want several chunks of text", chunks, text.String())
 		}
+	})
+
+	t.Run("client goes away mid-stream", func(t *testing.T) {
+		streamCtx, cancel := context.WithCancel(ctx)
+		stream := sdk.Chat.Completions.NewStreaming(streamCtx, openai.ChatCompletionNewParams{
+			Model:     "llama-3-8b",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write a long essay.")},
+			MaxTokens: openai.Int(2000),
+		})
+		if !stream.Next() {
+			t.Fatalf("no first chunk: %v", stream.Err())
+		}
+		cancel()
+		_ = stream.Close()
+		m, _ := view.Model("llama-3-8b")
+		waitUntil(t, "the reservation is released and the engines stop generating", func() bool {
+			if m.Load().InFlight() != 0 {
+				return false
+			}
+			for _, name := range []string{"llama-0", "llama-1"} {
+				p, _ := view.Pod(endpoint.Key{Namespace: ns, Name: name})
+				if mt := p.FreshMetrics(time.Now(), time.Second); mt == nil || mt.Running != 0 {
+					return false
+				}
+			}
+			return true
+		})
 	})
 
 	t.Run("completions", func(t *testing.T) {
@@ -231,7 +253,7 @@ func TestGateway(t *testing.T) {
 
 	t.Run("ext_proc endpoint picker", func(t *testing.T) {
 		dest, done := pickOverExtProc(t, g, chatBody("llama-3-8b", false))
-		want := []string{net.JoinHostPort(e0.host, strconv.Itoa(e0.port)), net.JoinHostPort(e1.host, strconv.Itoa(e1.port))}
+		want := []string{e0.address(), e1.address()}
 		if !slices.Contains(want, dest) {
 			t.Fatalf("ext_proc destination = %q, want one of %v", dest, want)
 		}

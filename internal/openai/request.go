@@ -84,6 +84,18 @@ type contentPart struct {
 // JSON object keys are matched as encoding/json matches them (case-insensitively,
 // the last duplicate wins). Fields other than those of Request are not inspected.
 func ParseRequest(data []byte) (Request, error) {
+	// The single pass with jsontext (fastparse.go) accepts the common shape of a valid body.
+	// Anything else, in particular every body that is to be rejected, goes through
+	// parseRequestJSON, which defines the behaviour and the exact error messages.
+	if req, ok := parseFast(data); ok {
+		return req, nil
+	}
+	return parseRequestJSON(data)
+}
+
+// parseRequestJSON is ParseRequest implemented with encoding/json. It reads the body
+// several times over, so ParseRequest uses it only where parseFast gives up.
+func parseRequestJSON(data []byte) (Request, error) {
 	var b body
 	if err := json.Unmarshal(data, &b); err != nil {
 		return Request{}, decodeError(err)

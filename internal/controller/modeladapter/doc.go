@@ -1,0 +1,16 @@
+// Package modeladapter holds the ModelAdapter controller: it places a LoRA adapter on
+// engine pods that serve the adapter's base model, loads it through each engine's admin API
+// (internal/engineclient), confirms it through GET /v1/models, and reports the pods that
+// serve it in status.instances with Scheduled and Ready conditions. A finalizer unloads the
+// adapter from every engine before the ModelAdapter goes away.
+//
+// What the engines report wins over what the status claims: every reconcile asks each
+// engine which adapters it holds, keeps the copies it finds, loads missing ones, unloads
+// surplus ones, and lists only confirmed pods. A ModelAdapter is reconciled when it changes,
+// when an engine pod serving its base model in its namespace changes, and periodically to
+// notice changes made on the engines directly.
+//
+// The package does not watch or mirror pods itself (it reads the metadata cache's pod view,
+// PodReader), does not route requests, and does not write the metadata cache: the cache's
+// own ModelAdapter feed picks up status.instances.
+package modeladapter

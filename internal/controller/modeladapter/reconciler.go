@@ -1,0 +1,595 @@
+package modeladapter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/engineclient"
+)
+
+const (
+	// ControllerName names the controller, its logger and the events it records.
+	ControllerName = "modeladapter"
+	// Finalizer is set on every ModelAdapter the controller has seen; it is removed once
+	// the adapter is unloaded from every reachable engine.
+	Finalizer = "inference.switchboard.dev/unload"
+	// APIKeySecretKey is the key of the Secret named by spec.credentialsSecretRef whose
+	// value is sent to the engines as a bearer token.
+	APIKeySecretKey = "api-key"
+)
+
+// Defaults of the Reconciler's tunables.
+const (
+	DefaultResyncPeriod  = 30 * time.Second
+	DefaultMinRetryDelay = time.Second
+	DefaultMaxRetryDelay = 30 * time.Second
+	DefaultPodEventDelay = time.Second
+	DefaultProbeTimeout  = 10 * time.Second
+)
+
+// PodReader is the view of engine pods the controller places adapters on. *cache.Manager
+// satisfies it.
+type PodReader interface {
+	// ListPods returns every known engine pod, routable or not.
+	ListPods() []*cache.Pod
+	// Synced reports whether the view holds the pods first listed from the API server.
+	Synced() bool
+}
+
+var _ PodReader = (*cache.Manager)(nil)
+
+// Reconciler converges ModelAdapters: it loads each adapter on the desired number of
+// candidate pods (ready pods in the adapter's namespace that serve its base model and match
+// its podSelector), unloads surplus copies, and reports in status the pods whose engine
+// confirms the adapter. Fill Client, Pods and Engine; the rest defaults in
+// SetupWithManager.
+//
+// A failed load is retried with backoff (MinRetryDelay doubling to MaxRetryDelay) and
+// reported as Ready=False with reason LoadFailed, MaxAdaptersReached or NoCandidatePods;
+// a converged adapter is re-checked every ResyncPeriod so that changes made on the engines
+// are noticed.
+//
+// Secrets are read with APIReader, uncached: RBAC grants get on every Secret of the
+// watched namespaces, because it cannot be narrowed to the names ModelAdapters reference,
+// but the controller neither lists nor watches Secrets nor keeps them in memory.
+type Reconciler struct {
+	// Client reads and writes ModelAdapters; normally the manager's client.
+	Client client.Client
+	// APIReader reads Secrets; defaults to the manager's uncached API reader.
+	APIReader client.Reader
+	// Pods is the engine pod view, normally the manager's cache context.
+	Pods PodReader
+	// Engine calls the engines' admin API; defaults to engineclient.New(nil).
+	Engine *engineclient.Client
+	// Recorder records events on ModelAdapters; defaults to the manager's recorder.
+	Recorder events.EventRecorder
+
+	// ResyncPeriod is how often a converged adapter is checked against its engines.
+	ResyncPeriod time.Duration
+	// MinRetryDelay and MaxRetryDelay bound the backoff between failed attempts.
+	MinRetryDelay, MaxRetryDelay time.Duration
+	// PodEventDelay is how long after a pod event the affected adapters are reconciled a
+	// second time, giving the pod view time to catch up with the event.
+	PodEventDelay time.Duration
+	// ProbeTimeout bounds listing one engine's models and unloading an adapter. Loads are
+	// bounded by the Engine's HTTP client only.
+	ProbeTimeout time.Duration
+
+	// shuffle orders candidates for the random scheduler; tests replace it.
+	shuffle func([]candidate)
+	backoff *retryBackoff
+	once    sync.Once
+}
+
+// +kubebuilder:rbac:groups=inference.switchboard.dev,resources=modeladapters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=inference.switchboard.dev,resources=modeladapters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=inference.switchboard.dev,resources=modeladapters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller with mgr: it watches ModelAdapters (spec,
+// deletion and finalizer changes) and engine Pods, mapping a Pod to the ModelAdapters of
+// its namespace whose baseModel it serves.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil || r.Pods == nil {
+		return errors.New("modeladapter reconciler: Client and Pods are required")
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(ControllerName)
+	}
+	r.defaults()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.ModelAdapter{}, builder.WithPredicates(adapterChanged)).
+		Watches(&corev1.Pod{}, r.podHandler(), builder.WithPredicates(enginePod)).
+		// The name is unique in a manager; tests run many managers in one process.
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+}
+
+// defaults fills unset tunables once.
+func (r *Reconciler) defaults() {
+	r.once.Do(func() {
+		if r.Engine == nil {
+			r.Engine = engineclient.New(nil)
+		}
+		if r.ResyncPeriod <= 0 {
+			r.ResyncPeriod = DefaultResyncPeriod
+		}
+		if r.MinRetryDelay <= 0 {
+			r.MinRetryDelay = DefaultMinRetryDelay
+		}
+		if r.MaxRetryDelay <= 0 {
+			r.MaxRetryDelay = DefaultMaxRetryDelay
+		}
+		r.MaxRetryDelay = max(r.MaxRetryDelay, r.MinRetryDelay)
+		if r.PodEventDelay <= 0 {
+			r.PodEventDelay = DefaultPodEventDelay
+		}
+		if r.ProbeTimeout <= 0 {
+			r.ProbeTimeout = DefaultProbeTimeout
+		}
+		r.backoff = &retryBackoff{initial: r.MinRetryDelay, max: r.MaxRetryDelay}
+	})
+}
+
+// adapterChanged passes ModelAdapter events other than status-only updates.
+var adapterChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			!e.ObjectNew.GetDeletionTimestamp().IsZero() ||
+			!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+	},
+}
+
+// enginePod passes events of Pods labelled switchboard.dev/model, before or after an update.
+var enginePod = predicate.NewPredicateFuncs(func(obj client.Object) bool {
+	_, ok := obj.GetLabels()[v1alpha1.LabelModel]
+	return ok
+})
+
+// podHandler enqueues the ModelAdapters affected by a Pod event now and again after
+// PodEventDelay, since the pod view is fed by its own controller and may lag the event.
+func (r *Reconciler) podHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, req := range r.adaptersFor(ctx, objs...) {
+			q.Add(req)
+			q.AddAfter(req, r.PodEventDelay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object)
+		},
+	}
+}
+
+// adaptersFor returns the ModelAdapters in the pods' namespaces whose baseModel the pods
+// serve, without duplicates.
+func (r *Reconciler) adaptersFor(ctx context.Context, pods ...client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, pod := range pods {
+		model := pod.GetLabels()[v1alpha1.LabelModel]
+		if model == "" {
+			continue
+		}
+		var list v1alpha1.ModelAdapterList
+		if err := r.Client.List(ctx, &list, client.InNamespace(pod.GetNamespace())); err != nil {
+			log.FromContext(ctx).Error(err, "list modeladapters for pod event", "pod", client.ObjectKeyFromObject(pod))
+			continue
+		}
+		for _, ma := range list.Items {
+			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ma)}
+			if ma.Spec.BaseModel == model && !slices.Contains(reqs, req) {
+				reqs = append(reqs, req)
+			}
+		}
+	}
+	return reqs
+}
+
+// Reconcile converges one ModelAdapter with its engines and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.defaults()
+	ma := new(v1alpha1.ModelAdapter)
+	if err := r.Client.Get(ctx, req.NamespacedName, ma); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.backoff.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.Pods.Synced() {
+		// An unsynced pod view would look like a cluster without engines.
+		return reconcile.Result{RequeueAfter: r.MinRetryDelay}, nil
+	}
+	if !ma.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.finalize(ctx, ma)
+	}
+	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
+		patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(ma, Finalizer)
+		if err := r.Client.Patch(ctx, ma, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	return r.converge(ctx, ma)
+}
+
+// engineURL returns the base URL of a pod's engine admin API.
+func engineURL(p *cache.Pod) string {
+	return "http://" + net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))
+}
+
+// apiKey returns the engine API key of ma: the "api-key" value of the Secret named by
+// spec.credentialsSecretRef, or "" when there is none.
+func (r *Reconciler) apiKey(ctx context.Context, ma *v1alpha1.ModelAdapter) (string, error) {
+	ref := ma.Spec.CredentialsSecretRef
+	if ref == nil {
+		return "", nil
+	}
+	var secret corev1.Secret
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ma.Namespace, Name: ref.Name}, &secret); err != nil {
+		return "", fmt.Errorf("get credentials secret %s: %w", ref.Name, err)
+	}
+	key, ok := secret.Data[APIKeySecretKey]
+	if !ok || len(key) == 0 {
+		return "", fmt.Errorf("credentials secret %s has no %q key", ref.Name, APIKeySecretKey)
+	}
+	return string(key), nil
+}
+
+// engineState is what one engine reported.
+type engineState struct {
+	pod    *cache.Pod
+	models []string
+	err    error
+}
+
+// holds reports whether the engine listed the adapter name.
+func (s engineState) holds(name string) bool { return s.err == nil && slices.Contains(s.models, name) }
+
+// probe lists the models of every pod's engine concurrently.
+func (r *Reconciler) probe(ctx context.Context, pods []*cache.Pod, key string) map[string]engineState {
+	states := make(map[string]engineState, len(pods))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Go(func() {
+			models, err := r.models(ctx, p, key)
+			mu.Lock()
+			states[p.Key.Name] = engineState{pod: p, models: models, err: err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return states
+}
+
+// models lists one engine's models within ProbeTimeout.
+func (r *Reconciler) models(ctx context.Context, p *cache.Pod, key string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
+	defer cancel()
+	return r.Engine.Models(ctx, engineURL(p), key)
+}
+
+// unload unloads the adapter from one engine within ProbeTimeout; an engine that does not
+// hold it counts as success.
+func (r *Reconciler) unload(ctx context.Context, p *cache.Pod, key, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
+	defer cancel()
+	err := r.Engine.UnloadAdapter(ctx, engineURL(p), key, name)
+	if errors.Is(err, engineclient.ErrNotLoaded) {
+		return nil
+	}
+	return err
+}
+
+// basePods returns the pods of ma's namespace that serve its base model, sorted by name.
+func (r *Reconciler) basePods(ma *v1alpha1.ModelAdapter) []*cache.Pod {
+	var pods []*cache.Pod
+	for _, p := range r.Pods.ListPods() {
+		if p.Key.Namespace == ma.Namespace && p.BaseModel == ma.Spec.BaseModel {
+			pods = append(pods, p)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *cache.Pod) int { return cmp.Compare(a.Key.Name, b.Key.Name) })
+	return pods
+}
+
+// finalize unloads the adapter from every reachable engine serving its base model, then
+// removes the finalizer. An engine that cannot be reached is skipped: it serves nothing.
+// An engine that refuses the unload, or the API key, keeps the finalizer and is retried.
+func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) error {
+	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
+		return nil
+	}
+	logger := log.FromContext(ctx)
+	key, err := r.apiKey(ctx, ma)
+	if err != nil {
+		// Engines without a key still accept the unload; keyed ones answer 401 below.
+		logger.Info("unloading without an API key", "error", err.Error())
+	}
+	var pods []*cache.Pod
+	for _, p := range r.basePods(ma) {
+		if p.Address != "" {
+			pods = append(pods, p)
+		}
+	}
+	var errs []error
+	for name, s := range r.probe(ctx, pods, key) {
+		switch {
+		case errors.Is(s.err, engineclient.ErrUnauthorized):
+			errs = append(errs, fmt.Errorf("pod %s: %w", name, s.err))
+		case s.err != nil:
+			logger.Info("skipping unreachable engine", "pod", name, "error", s.err.Error())
+		case s.holds(ma.Name):
+			if err := r.unload(ctx, s.pod, key, ma.Name); err != nil {
+				errs = append(errs, fmt.Errorf("pod %s: %w", name, err))
+				continue
+			}
+			r.event(ma, corev1.EventTypeNormal, "Unloaded", "Unload", "Unloaded from pod %s", name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.event(ma, corev1.EventTypeWarning, "UnloadFailed", "Unload", "%v", err)
+		return fmt.Errorf("unload adapter before deletion: %w", err)
+	}
+	patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(ma, Finalizer)
+	if err := r.Client.Patch(ctx, ma, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
+	}
+	r.backoff.forget(client.ObjectKeyFromObject(ma))
+	return nil
+}
+
+// event records an event on ma when a recorder is set.
+func (r *Reconciler) event(ma *v1alpha1.ModelAdapter, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ma, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// outcome is what one converge pass observed and did, from which the status follows.
+type outcome struct {
+	// candidates is the number of ready pods matching the selector and base model.
+	candidates int
+	// want is the desired number of replicas.
+	want int32
+	// all reports that spec.replicas is unset: every candidate pod is desired.
+	all bool
+	// instances are the pods whose engine confirmed the adapter, sorted.
+	instances []string
+	// failures are the failed probes and loads on candidate pods.
+	failures []error
+	// pending reports loads the engine accepted but does not list yet.
+	pending bool
+	// keyErr is the failure to read the API key.
+	keyErr error
+	// selectorErr is an invalid podSelector.
+	selectorErr error
+}
+
+// converge brings the engines in line with ma's spec and writes the status.
+func (r *Reconciler) converge(ctx context.Context, ma *v1alpha1.ModelAdapter) (reconcile.Result, error) {
+	o := r.place(ctx, ma)
+	if err := r.writeStatus(ctx, ma, o); err != nil {
+		return reconcile.Result{}, err
+	}
+	key := client.ObjectKeyFromObject(ma)
+	switch {
+	case o.selectorErr != nil:
+		return reconcile.Result{}, reconcile.TerminalError(o.selectorErr)
+	case o.keyErr != nil || len(o.failures) > 0 || o.pending:
+		return reconcile.Result{RequeueAfter: r.backoff.next(key)}, nil
+	}
+	r.backoff.forget(key)
+	return reconcile.Result{RequeueAfter: r.ResyncPeriod}, nil
+}
+
+// place probes the engines, loads and unloads the adapter, and reports the outcome.
+func (r *Reconciler) place(ctx context.Context, ma *v1alpha1.ModelAdapter) outcome {
+	logger := log.FromContext(ctx)
+	var o outcome
+	selector, err := metav1.LabelSelectorAsSelector(ma.Spec.PodSelector)
+	if err != nil {
+		o.selectorErr = fmt.Errorf("invalid spec.podSelector: %w", err)
+		o.instances = ma.Status.Instances
+		return o
+	}
+	key, err := r.apiKey(ctx, ma)
+	if err != nil {
+		o.keyErr = err
+		o.instances = ma.Status.Instances
+	}
+
+	// Candidates are routable pods matching the selector; previous instances that no
+	// longer are candidates but still run are probed too, so their copy is unloaded.
+	var cands, others []*cache.Pod
+	for _, p := range r.basePods(ma) {
+		switch {
+		case p.Routable() && selector.Matches(labels.Set(p.Labels)):
+			cands = append(cands, p)
+		case p.Address != "" && !p.Terminating && slices.Contains(ma.Status.Instances, p.Key.Name):
+			others = append(others, p)
+		}
+	}
+	o.candidates = len(cands)
+	o.want, o.all = int32(len(cands)), ma.Spec.Replicas == nil
+	if !o.all {
+		o.want = *ma.Spec.Replicas
+	}
+	if o.keyErr != nil {
+		return o
+	}
+	target := min(int(o.want), len(cands))
+
+	states := r.probe(ctx, append(slices.Clone(cands), others...), key)
+	var reachable []candidate
+	for _, p := range cands {
+		s := states[p.Key.Name]
+		if s.err != nil {
+			o.failures = append(o.failures, fmt.Errorf("pod %s: %w", p.Key.Name, s.err))
+			continue
+		}
+		reachable = append(reachable, candidate{
+			name:     p.Key.Name,
+			adapters: max(len(s.models)-1, 0), // every model but the base one is an adapter
+			loaded:   s.holds(ma.Name),
+		})
+	}
+	pl := plan(reachable, target, schedulerOf(ma), r.shuffle)
+	instances := slices.Clone(pl.keep)
+
+	// Unload surplus copies and copies on pods that are no longer candidates.
+	drop := slices.Clone(pl.drop)
+	for _, p := range others {
+		if states[p.Key.Name].holds(ma.Name) {
+			drop = append(drop, p.Key.Name)
+		}
+	}
+	for _, name := range drop {
+		s := states[name]
+		if err := r.unload(ctx, s.pod, key, ma.Name); err != nil {
+			// Still loaded, so still served there: the engine's state wins.
+			logger.Error(err, "unload surplus adapter", "pod", name)
+			instances = append(instances, name)
+			continue
+		}
+		logger.Info("unloaded adapter", "pod", name)
+		r.event(ma, corev1.EventTypeNormal, "Unloaded", "Unload", "Unloaded from pod %s", name)
+	}
+
+	// Load onto the preferred free pods until the target is met or none is left.
+	need := target - len(pl.keep)
+	queue := pl.load
+	for need > 0 && len(queue) > 0 {
+		batch := queue[:min(need, len(queue))]
+		queue = queue[len(batch):]
+		for _, res := range r.loadAll(ctx, ma, key, batch, states) {
+			switch {
+			case res.err != nil:
+				o.failures = append(o.failures, fmt.Errorf("pod %s: %w", res.pod, res.err))
+				r.event(ma, corev1.EventTypeWarning, reasonOf(res.err), "Load", "Loading on pod %s failed: %v", res.pod, res.err)
+			case res.confirmed:
+				instances = append(instances, res.pod)
+				need--
+				r.event(ma, corev1.EventTypeNormal, v1alpha1.ModelAdapterReasonLoaded, "Load", "Loaded on pod %s", res.pod)
+			default:
+				// Accepted but not listed yet (an engine still loading it): check again soon
+				// rather than loading a second copy elsewhere.
+				o.pending = true
+				need--
+			}
+		}
+	}
+	slices.Sort(instances)
+	o.instances = slices.Compact(instances)
+	return o
+}
+
+// loadResult is the outcome of loading onto one pod.
+type loadResult struct {
+	pod       string
+	confirmed bool
+	err       error
+}
+
+// loadAll loads the adapter onto the named pods concurrently and confirms each load
+// through GET /v1/models.
+func (r *Reconciler) loadAll(ctx context.Context, ma *v1alpha1.ModelAdapter, key string, pods []string, states map[string]engineState) []loadResult {
+	results := make([]loadResult, len(pods))
+	var wg sync.WaitGroup
+	for i, name := range pods {
+		p := states[name].pod
+		wg.Go(func() {
+			res := loadResult{pod: name}
+			err := r.Engine.LoadAdapter(ctx, engineURL(p), key, ma.Name, ma.Spec.ArtifactURL)
+			if err != nil && !errors.Is(err, engineclient.ErrAlreadyLoaded) {
+				res.err = err
+			} else {
+				models, err := r.models(ctx, p, key)
+				res.err = err
+				res.confirmed = err == nil && slices.Contains(models, ma.Name)
+			}
+			log.FromContext(ctx).V(1).Info("load adapter", "pod", name, "confirmed", res.confirmed, "error", res.err)
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// schedulerOf returns ma's scheduler, least-adapters when unset.
+func schedulerOf(ma *v1alpha1.ModelAdapter) v1alpha1.AdapterScheduler {
+	if ma.Spec.SchedulerName == "" {
+		return v1alpha1.SchedulerLeastAdapters
+	}
+	return ma.Spec.SchedulerName
+}
+
+// reasonOf returns the Ready reason of a failed load.
+func reasonOf(err error) string {
+	if errors.Is(err, engineclient.ErrMaxAdapters) {
+		return v1alpha1.ModelAdapterReasonMaxAdaptersReached
+	}
+	return v1alpha1.ModelAdapterReasonLoadFailed
+}
+
+// writeStatus patches ma's status to reflect o, skipping the write when nothing changed.
+func (r *Reconciler) writeStatus(ctx context.Context, ma *v1alpha1.ModelAdapter, o outcome) error {
+	status := ma.Status.DeepCopy()
+	setStatus(status, ma.Generation, ma.Namespace, ma.Spec.BaseModel, o)
+	if equality.Semantic.DeepEqual(*status, ma.Status) {
+		return nil
+	}
+	patch := client.MergeFrom(ma.DeepCopy())
+	ma.Status = *status
+	if err := r.Client.Status().Patch(ctx, ma, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package openai_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/openai"
+)
+
+// benchText returns about n bytes of varied text: words, punctuation, newlines, quotes,
+// backslashes, HTML-escaped characters and multi-byte UTF-8, so that its JSON encoding
+// has escapes (\n, \", \\, \t, \u003c) as well as plain runs.
+func benchText(n int, seed uint32) string {
+	words := []string{"the", "model", "routes", "requests", "to", "a", "replica", "with",
+		"warm", "prefix", "cache", "héllo", "naïve", "日本語", "テキスト", "😀", "say \"hi\"",
+		"path\\to\\file", "a<b>&c", "tab\there", "end.\n", "ünïcödé", "Ωμέγα", "and", "of"}
+	var sb strings.Builder
+	sb.Grow(n + 32)
+	x := seed
+	for sb.Len() < n {
+		x = x*1664525 + 1013904223 // LCG: deterministic and cheap
+		sb.WriteString(words[(x>>16)%uint32(len(words))])
+		if (x>>8)%7 == 0 {
+			sb.WriteString(",\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	return sb.String()
+}
+
+func mustMarshal(b *testing.B, v any) []byte {
+	b.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+func BenchmarkParseRequest(b *testing.B) {
+	type msg struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	}
+	short := []byte(`{"model":"llama","stream":true,"max_tokens":64,"messages":[` +
+		`{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`)
+
+	single := func(b *testing.B) []byte {
+		return mustMarshal(b, map[string]any{"model": "llama", "stream": true, "max_tokens": 256,
+			"temperature": 0.7, "messages": []msg{{Role: "user", Content: benchText(200<<10, 1)}}})
+	}
+	multi := func(b *testing.B) []byte {
+		msgs := []msg{{Role: "system", Content: "You are a helpful assistant."}}
+		for i := 1; i < 50; i++ {
+			text := benchText(4<<10, uint32(i))
+			switch {
+			case i%10 == 5: // some turns use content parts
+				msgs = append(msgs, msg{Role: "user", Content: []map[string]any{
+					{"type": "text", "text": text[:len(text)/2]},
+					{"type": "image_url", "image_url": map[string]string{"url": "https://example.com/x.png"}},
+					{"type": "text", "text": text[len(text)/2:]}}})
+			case i%2 == 1:
+				msgs = append(msgs, msg{Role: "user", Content: text})
+			default:
+				msgs = append(msgs, msg{Role: "assistant", Content: text})
+			}
+		}
+		return mustMarshal(b, map[string]any{"model": "llama", "stream": true,
+			"max_completion_tokens": 512, "messages": msgs})
+	}
+
+	for _, bc := range []struct {
+		name string
+		body func(b *testing.B) []byte
+	}{
+		{"short", func(*testing.B) []byte { return short }},
+		{"single_200KB", single},
+		{"multi_turn_200KB", multi},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := bc.body(b)
+			req, err := openai.ParseRequest(body)
+			if err != nil || !req.Chat || req.Prompt == "" {
+				b.Fatalf("ParseRequest() = %+v, %v", req, err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := openai.ParseRequest(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
