@@ -29,8 +29,11 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ from the API and controller markers.
-	$(CONTROLLER_GEN) rbac:roleName=switchboard-manager crd paths="./..." output:crd:artifacts:config=config/crd/bases
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and the three processes' RBAC roles into config/ from the markers.
+	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=switchboard-manager paths="./internal/controller/..." output:rbac:artifacts:config=config/rbac/manager
+	$(CONTROLLER_GEN) rbac:roleName=switchboard-gateway paths="./internal/gateway/..." output:rbac:artifacts:config=config/rbac/gateway
+	$(CONTROLLER_GEN) rbac:roleName=switchboard-metadata-service paths="./internal/metadata/..." output:rbac:artifacts:config=config/rbac/metadata-service
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.

@@ -2,17 +2,16 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -23,37 +22,10 @@ func TestMain(m *testing.M) {
 // kube-apiserver (envtest, binaries from bin/k8s via KUBEBUILDER_ASSETS) with --kubeconfig,
 // waits until /readyz passes, reads the API and stops it with SIGTERM.
 func TestBinaryServesAndStops(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "metadata-service")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testenv.Build(t, "metadata-service")
+	kubeconfigPath := testenv.Start(t).Kubeconfig(t, "metadata-service")
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "config", "crd", "gateway-api"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "metadata-service", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	api, metrics, probes := freeAddr(t), freeAddr(t), freeAddr(t)
+	api, metrics, probes := testenv.FreeAddr(t, "127.0.0.1"), testenv.FreeAddr(t, "127.0.0.1"), testenv.FreeAddr(t, "127.0.0.1")
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--bind-address", api,
 		"--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
 		"--metrics-scrape-interval", "50ms", "--drain-timeout", "5s")
@@ -125,15 +97,4 @@ func TestBinaryServesAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("metadata-service did not stop within 30s of SIGTERM")
 	}
-}
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

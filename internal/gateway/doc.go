@@ -9,3 +9,8 @@
 // The package does not compile routes (routetable does), route (routing does) or speak
 // Envoy's ext_proc protocol (extproc does, through Gateway.Pick).
 package gateway
+
+// The gateway only reads (DESIGN §1): the objects its cache context watches.
+// +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies;modeladapters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes,verbs=get;list;watch

@@ -9,3 +9,7 @@
 // metadata-service wires both into a controller-runtime manager, serving the handler
 // through NewServer.
 package metadata
+
+// The metadata service only reads: the objects its cache context watches.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=inference.switchboard.dev,resources=modeladapters,verbs=get;list;watch

@@ -1,0 +1,93 @@
+// Command manager runs Switchboard's controllers: ModelAdapter placement and LoRA
+// lifecycle, RoutingPolicy status, and status for the GatewayClasses, Gateways and
+// HTTPRoutes of Switchboard's gateway controller. It writes only status, finalizers,
+// events and its leader-election lease.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
+	"github.com/switchboard-llm/switchboard/internal/controller/modeladapter"
+	"github.com/switchboard-llm/switchboard/internal/controller/policystatus"
+	"github.com/switchboard-llm/switchboard/internal/scheme"
+)
+
+// options are the manager's command-line settings.
+type options struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8083", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8084", "Address of /healthz and /readyz.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one active manager among replicas with a Lease.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "switchboard-system",
+		"Namespace of the leader-election Lease (outside a cluster it must be set).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+// run wires the manager: informers feeding the manager's cache context, the
+// reconcilers, and health probes.
+func run(o options) error {
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	// 1. A manager with leader election: one replica reconciles at a time.
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  s,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "switchboard-manager.inference.switchboard.dev",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	// 2. The manager's cache context: engine pods, models and adapters.
+	view, err := cache.InitForManager(mgr)
+	if err != nil {
+		return err
+	}
+	// 3. ModelAdapter placement and LoRA lifecycle.
+	if err := (&modeladapter.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up ModelAdapter controller: %w", err)
+	}
+	// 4. RoutingPolicy status: acceptance, attachment and ready endpoints.
+	if err := (&policystatus.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up RoutingPolicy status controller: %w", err)
+	}
+	// 5. Gateway API status for Switchboard's GatewayClass, its Gateways and HTTPRoutes.
+	if err := (&gatewaystatus.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up Gateway API status controller: %w", err)
+	}
+	// 6. Probes: alive once started, ready once the cache holds the cluster's state.
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", view.ReadyCheck); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

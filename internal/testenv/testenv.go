@@ -1,0 +1,167 @@
+// Package testenv starts what Switchboard's integration tests run against: a real
+// kube-apiserver and etcd with the project's CRDs (envtest, binaries from bin/k8s via
+// KUBEBUILDER_ASSETS), kubeconfig files for processes and kubectl, the project's own
+// binaries built on demand, and loopback addresses. It is imported only by tests.
+package testenv
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/switchboard-llm/switchboard/internal/scheme"
+)
+
+// root is the repository root, found from this file's path.
+var root = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}()
+
+// Cluster is a running control plane.
+type Cluster struct {
+	client.Client
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	env    *envtest.Environment
+}
+
+// Start starts a control plane with Switchboard's and the Gateway API's CRDs that stops
+// when the test ends.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "config", "crd", "gateway-api"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Cluster{Client: k, Config: cfg, env: env}
+}
+
+// Kubeconfig writes a kubeconfig for an administrator named user into a temporary file
+// and returns its path.
+func (c *Cluster) Kubeconfig(t testing.TB, user string) string {
+	t.Helper()
+	u, err := c.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Kubectl returns the path of the kubectl built by hack/install-k8s.sh.
+func Kubectl() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return filepath.Join(dir, "kubectl")
+	}
+	return filepath.Join(root, "bin", "k8s", "kubectl")
+}
+
+// Build builds the command in cmd/<name> into a temporary directory and returns the
+// binary's path.
+func Build(t testing.TB, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// Process is a started binary.
+type Process struct {
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// Run starts bin with args, its output on the test's stderr; it is killed when the test
+// ends unless it was stopped.
+func Run(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	p := &Process{cmd: cmd, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		p.exited <- nil // let a later Stop return at once
+	})
+	return p
+}
+
+// Stop sends SIGTERM and returns the process's exit error, or fails t if it does not
+// exit within timeout.
+func (p *Process) Stop(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("%s did not stop within %v", p.cmd.Path, timeout)
+		return nil
+	}
+}
+
+// FreeAddr returns a host:port of host that was free a moment ago.
+func FreeAddr(t testing.TB, host string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// WaitUntil polls cond every 50ms and fails t if it does not hold within timeout.
+func WaitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
