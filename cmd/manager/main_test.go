@@ -147,4 +147,3 @@ func rowHas(table, name string, fields ...string) bool {
 	}
 	return false
 }
-
