@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -93,12 +94,20 @@ func Kubectl() string {
 func Build(t testing.TB, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
+	if err := buildTo(bin, name); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// buildTo builds the command in cmd/<name> into bin.
+func buildTo(bin, name string) error {
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, out)
+		return fmt.Errorf("build %s: %w\n%s", name, err, out)
 	}
-	return bin
+	return nil
 }
 
 // Process is a started binary.
