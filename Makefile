@@ -94,6 +94,16 @@ cluster-up: k8s-tools manifests ## Start etcd + kube-apiserver on loopback; kube
 cluster-down: ## Stop the processes cluster-up started.
 	@hack/cluster.sh down
 
+##@ Demo
+
+.PHONY: demo
+demo: ## Run the whole system locally (control plane, 3 engine-sims, manager, gateway on 127.0.0.1:8080, metadata service on :8090) with sample traffic; DEMO_EXIT=1 stops after the report.
+	@hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop a running demo from another shell (only the processes the demo started).
+	@hack/demo.sh down
+
 ##@ Tools
 
 .PHONY: tools

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net"
 	"os/exec"
 	"strings"
@@ -23,7 +22,6 @@ import (
 func TestManagerBinary(t *testing.T) {
 	c := testenv.Start(t)
 	kubeconfig := c.Kubeconfig(t, "manager")
-	ctx := context.Background()
 	const ns = "demo"
 
 	engineAddr := testenv.FreeAddr(t, "127.0.0.9")
@@ -84,17 +82,9 @@ func TestManagerBinary(t *testing.T) {
 			},
 		},
 	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
-		}
+		c.Create(t, obj)
 	}
-	pod.Status = corev1.PodStatus{
-		Phase: corev1.PodRunning, PodIP: host, PodIPs: []corev1.PodIP{{IP: host}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	c.SetPodReady(t, pod, host, true)
 
 	manager := testenv.Run(t, testenv.Build(t, "manager"), "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", testenv.FreeAddr(t, "127.0.0.1"))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 const (
@@ -63,14 +63,14 @@ const (
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 400x ./internal/gateway/
 func BenchmarkGatewayOverhead(b *testing.B) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	c := startCluster(b)
-	c.create(b, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
+	c := testenv.Start(b)
+	c.Create(b, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}})
 
-	e := startEngine(b, "127.0.0.2", benchModel, "--time-scale", "0", "--kv-blocks", "65536")
-	c.enginePod(b, benchNamespace, "engine-0", benchModel, e.host, e.port, map[string]string{"app": "bench"})
+	e := testenv.EngineProcess(b, "127.0.0.2", benchModel, "--time-scale", "0", "--kv-blocks", "65536")
+	c.EnginePod(b, benchNamespace, "engine-0", benchModel, e, map[string]string{"app": "bench"})
 
-	port := freePort(b)
-	class, gw := gatewayObjects(benchNamespace, port)
+	listener := testenv.FreeAddr(b, "127.0.0.1")
+	class, gw := gatewayObjects(b, benchNamespace, listener)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "bench"}, Ports: []corev1.ServicePort{{Port: 8000}}},
@@ -86,8 +86,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}},
 		},
 	}
-	c.create(b, class, gw, svc, route)
-	c.runGateway(b, gateway.Options{})
+	c.Create(b, class, gw, svc, route)
+	runGateway(b, c, gateway.Options{})
 
 	transport := &http.Transport{
 		MaxIdleConns:        1024,
@@ -98,8 +98,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	b.Cleanup(transport.CloseIdleConnections)
 	hc := &http.Client{Transport: transport, Timeout: time.Minute}
 	targets := []struct{ name, url string }{
-		{"direct", "http://" + net.JoinHostPort(e.host, strconv.Itoa(e.port)) + "/v1/chat/completions"},
-		{"gateway", fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", port)},
+		{"direct", "http://" + e + "/v1/chat/completions"},
+		{"gateway", "http://" + listener + "/v1/chat/completions"},
 	}
 
 	// Wait until the gateway routes to the engine (its caches have seen every object and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 const ns = "gw-test"
@@ -34,24 +34,24 @@ const ns = "gw-test"
 // 127.0.0.x, configured through a GatewayClass, Gateway, HTTPRoutes, a Service and a
 // RoutingPolicy, and drives it with the OpenAI Go SDK and raw HTTP.
 func TestGateway(t *testing.T) {
-	c := startCluster(t)
-	c.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	c := testenv.Start(t)
+	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	app := map[string]string{"app": "llama"}
-	e0 := startEngine(t, "127.0.0.2", "llama-3-8b")
-	e1 := startEngine(t, "127.0.0.3", "llama-3-8b")
-	slow := startEngine(t, "127.0.0.4", "slow-model", "--fault-slow-factor", "1000")
-	drop := startEngine(t, "127.0.0.5", "drop-model", "--fault-drop-mid-stream")
-	orphan := startEngine(t, "127.0.0.6", "orphan-model")
-	c.enginePod(t, ns, "llama-0", "llama-3-8b", e0.host, e0.port, map[string]string{"app": "llama", "pin": "0"})
-	c.enginePod(t, ns, "llama-1", "llama-3-8b", e1.host, e1.port, app)
-	c.enginePod(t, ns, "slow-0", "slow-model", slow.host, slow.port, app)
-	c.enginePod(t, ns, "drop-0", "drop-model", drop.host, drop.port, app)
-	c.enginePod(t, ns, "ghost-0", "ghost-model", "127.0.0.7", int(freePort(t)), app) // nothing listens
-	c.enginePod(t, ns, "orphan-0", "orphan-model", orphan.host, orphan.port, nil)    // no Service selects it
+	e0 := testenv.EngineProcess(t, "127.0.0.2", "llama-3-8b")
+	e1 := testenv.EngineProcess(t, "127.0.0.3", "llama-3-8b")
+	slow := testenv.EngineProcess(t, "127.0.0.4", "slow-model", "--fault-slow-factor", "1000")
+	drop := testenv.EngineProcess(t, "127.0.0.5", "drop-model", "--fault-drop-mid-stream")
+	orphan := testenv.EngineProcess(t, "127.0.0.6", "orphan-model")
+	c.EnginePod(t, ns, "llama-0", "llama-3-8b", e0, map[string]string{"app": "llama", "pin": "0"})
+	c.EnginePod(t, ns, "llama-1", "llama-3-8b", e1, app)
+	c.EnginePod(t, ns, "slow-0", "slow-model", slow, app)
+	c.EnginePod(t, ns, "drop-0", "drop-model", drop, app)
+	c.EnginePod(t, ns, "ghost-0", "ghost-model", testenv.FreeAddr(t, "127.0.0.7"), app) // nothing listens
+	c.EnginePod(t, ns, "orphan-0", "orphan-model", orphan, nil)                         // no Service selects it
 
-	port := freePort(t)
-	class, gw := gatewayObjects(ns, port)
+	listener := testenv.FreeAddr(t, "127.0.0.1")
+	class, gw := gatewayObjects(t, ns, listener)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
 		Spec:       corev1.ServiceSpec{Selector: app, Ports: []corev1.ServicePort{{Port: 8000}}},
@@ -60,11 +60,11 @@ func TestGateway(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
 		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest, AllowStrategyOverride: new(true)},
 	}
-	c.create(t, class, gw, svc, policy,
+	c.Create(t, class, gw, svc, policy,
 		httpRoute("llama", nil, "rp"),
 		httpRoute("broken", []gatewayv1.Hostname{"broken.example"}, "missing"))
 
-	g, view := c.runGateway(t, gateway.Options{
+	g, view := runGateway(t, c, gateway.Options{
 		UpstreamTimeout: 2 * time.Second,
 		MaxBodyBytes:    1 << 20,
 		Limits:          strategies.Limits{MaxInFlight: 2, MaxQueued: 1},
@@ -73,8 +73,8 @@ func TestGateway(t *testing.T) {
 	if err := g.Register(registry); err != nil {
 		t.Fatal(err)
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitUntil(t, "the gateway serves llama-3-8b", func() bool {
+	base := "http://" + listener
+	testenv.WaitUntil(t, waitTimeout, "the gateway serves llama-3-8b", func() bool {
 		status, _ := post(base, "", chatBody("llama-3-8b", false))
 		return status == http.StatusOK
 	})
@@ -137,7 +137,7 @@ func TestGateway(t *testing.T) {
 		cancel()
 		_ = stream.Close()
 		m, _ := view.Model("llama-3-8b")
-		waitUntil(t, "the reservation is released and the engines stop generating", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "the reservation is released and the engines stop generating", func() bool {
 			if m.Load().InFlight() != 0 {
 				return false
 			}
@@ -222,7 +222,7 @@ func TestGateway(t *testing.T) {
 		if stream.Err() == nil {
 			t.Error("a stream cut by the engine ended without an error")
 		}
-		waitUntil(t, "the reservation on drop-0 is released", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "the reservation on drop-0 is released", func() bool {
 			p, ok := view.Pod(endpoint.Key{Namespace: ns, Name: "drop-0"})
 			return ok && p.Load().InFlight() == 0
 		})
@@ -238,7 +238,7 @@ func TestGateway(t *testing.T) {
 				done <- status
 			}()
 		}
-		waitUntil(t, "slow-0 is full and one request waits", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "slow-0 is full and one request waits", func() bool {
 			m, ok := view.Model("slow-model")
 			return ok && m.Load().InFlight() == 2 && m.Load().Waiting() == 1
 		})
@@ -253,7 +253,7 @@ func TestGateway(t *testing.T) {
 
 	t.Run("ext_proc endpoint picker", func(t *testing.T) {
 		dest, done := pickOverExtProc(t, g, chatBody("llama-3-8b", false))
-		want := []string{e0.address(), e1.address()}
+		want := []string{e0, e1}
 		if !slices.Contains(want, dest) {
 			t.Fatalf("ext_proc destination = %q, want one of %v", dest, want)
 		}
@@ -262,7 +262,7 @@ func TestGateway(t *testing.T) {
 			t.Errorf("in flight while Envoy proxies = %d, want 1", n)
 		}
 		done()
-		waitUntil(t, "the ext_proc reservation is released", func() bool { return m.Load().InFlight() == 0 })
+		testenv.WaitUntil(t, waitTimeout, "the ext_proc reservation is released", func() bool { return m.Load().InFlight() == 0 })
 	})
 
 	t.Run("policy change applies live", func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestGateway(t *testing.T) {
 		if err := c.Patch(ctx, policy, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "one session sticks to one pod", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "one session sticks to one pod", func() bool {
 			seen := map[string]bool{}
 			for range 20 {
 				_, hdr := postWithHeader(base, "x-session-id", "session-1", chatBody("llama-3-8b", false))
@@ -291,7 +291,7 @@ func TestGateway(t *testing.T) {
 		if err := c.Patch(ctx, broken, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the repaired route serves", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "the repaired route serves", func() bool {
 			status, _ := post(base, "broken.example", chatBody("llama-3-8b", false))
 			return status == http.StatusOK
 		})
@@ -320,7 +320,7 @@ func TestGateway(t *testing.T) {
 		if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama-1"}}); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "llama-1 leaves the cache", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "llama-1 leaves the cache", func() bool {
 			_, ok := view.Pod(endpoint.Key{Namespace: ns, Name: "llama-1"})
 			return !ok
 		})
@@ -343,7 +343,7 @@ func TestGateway(t *testing.T) {
 		if err := c.Patch(ctx, svc, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the route has no backend pods left", func() bool {
+		testenv.WaitUntil(t, waitTimeout, "the route has no backend pods left", func() bool {
 			status, _ := post(base, "", chatBody("llama-3-8b", false))
 			return status == http.StatusServiceUnavailable
 		})
@@ -374,7 +374,7 @@ func TestGateway(t *testing.T) {
 
 	for _, key := range []string{"llama-0", "llama-1", "slow-0", "drop-0", "ghost-0", "orphan-0"} {
 		if p, ok := view.Pod(endpoint.Key{Namespace: ns, Name: key}); ok {
-			waitUntil(t, "no request stays reserved on "+key, func() bool { return p.Load().InFlight() == 0 })
+			testenv.WaitUntil(t, waitTimeout, "no request stays reserved on "+key, func() bool { return p.Load().InFlight() == 0 })
 		}
 	}
 }

@@ -3,12 +3,9 @@ package metadata_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -19,15 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/metadata"
-	"github.com/switchboard-llm/switchboard/internal/scheme"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 // TestMetadataServiceOverRealCluster runs the metadata cache context on a manager against
@@ -35,14 +29,14 @@ import (
 // serves the API through NewServer on loopback and reads it over HTTP while an in-process
 // engine simulator behind a Pod is scraped.
 func TestMetadataServiceOverRealCluster(t *testing.T) {
-	k, cfg := startCluster(t)
+	c := testenv.Start(t)
 	const ns = "metadata-it"
-	create(t, k, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
 	engine := enginesim.DefaultConfig()
 	engine.TimeScale = 0.01
-	engineAddr := startEngine(t, "127.0.0.2", engine)
-	pod := runningPod(t, k, ns, "engine-0", engine.Model, engineAddr)
+	_, engineAddr := testenv.InProcessEngine(t, "127.0.0.2", engine)
+	pod := c.EnginePod(t, ns, "engine-0", engine.Model, engineAddr, map[string]string{"app": "engine"})
 
 	adapter := &v1alpha1.ModelAdapter{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sql-lora"},
@@ -52,13 +46,13 @@ func TestMetadataServiceOverRealCluster(t *testing.T) {
 			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "engine"}},
 		},
 	}
-	create(t, k, adapter)
+	c.Create(t, adapter)
 	adapter.Status.Instances = []string{pod.Name}
-	if err := k.Status().Update(context.Background(), adapter); err != nil {
+	if err := c.Status().Update(context.Background(), adapter); err != nil {
 		t.Fatalf("update ModelAdapter status: %v", err)
 	}
 
-	apiURL := runMetadataService(t, cfg)
+	apiURL := runMetadataService(t, c)
 	api := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 	t.Cleanup(api.CloseIdleConnections)
 
@@ -126,135 +120,29 @@ func TestMetadataServiceOverRealCluster(t *testing.T) {
 	})
 }
 
-// startCluster starts a control plane with Switchboard's CRDs that stops when the test
-// ends, and returns a client and its config.
-func startCluster(t *testing.T) (client.Client, *envtest.Environment) {
-	t.Helper()
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "config", "crd", "gateway-api"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, env
-}
-
 // runMetadataService runs what cmd/metadata-service wires — a manager with the metadata
-// cache context and the API server — until the test ends, waits for the cache to sync
-// and returns the API's base URL.
-func runMetadataService(t *testing.T, env *envtest.Environment) string {
+// cache context and the API server — on c until the test ends, waits for the cache to
+// sync and returns the API's base URL.
+func runMetadataService(t *testing.T, c *testenv.Cluster) string {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 s,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	view, err := cache.InitForMetadata(mgr, cache.Options{Scrape: cache.ScrapeOptions{Interval: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.Add(metadata.NewServer(metadata.NewHandler(view, metadata.Options{}), metadata.ServerOptions{Listener: ln})); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("manager: %v", err)
+	var view *cache.Metadata
+	c.RunManager(t, func(mgr ctrl.Manager) error {
+		var err error
+		if view, err = cache.InitForMetadata(mgr, cache.Options{Scrape: cache.ScrapeOptions{Interval: 20 * time.Millisecond}}); err != nil {
+			return err
 		}
+		return mgr.Add(metadata.NewServer(metadata.NewHandler(view, metadata.Options{}), metadata.ServerOptions{Listener: ln}))
 	})
-	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelWait()
-	if err := view.WaitForSync(waitCtx); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := view.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return "http://" + ln.Addr().String()
-}
-
-// startEngine serves an in-process engine simulator on host (a 127.0.0.x address) until
-// the test ends and returns its host:port.
-func startEngine(t *testing.T, host string, cfg enginesim.Config) string {
-	t.Helper()
-	engine, err := enginesim.NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("listen on %s (distinct loopback addresses need Linux): %v", host, err)
-	}
-	srv := httptest.NewUnstartedServer(engine.Handler())
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return ln.Addr().String()
-}
-
-// runningPod creates an engine Pod for model at addr (host:port), labelled app=engine,
-// and marks it Running and Ready with addr's host as its IP.
-func runningPod(t *testing.T, k client.Client, ns, name, model, addr string) *corev1.Pod {
-	t.Helper()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			v1alpha1.LabelModel: model, v1alpha1.LabelPort: port, "app": "engine",
-		}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim"}}},
-	}
-	create(t, k, pod)
-	pod.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      host,
-		PodIPs:     []corev1.PodIP{{IP: host}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	if err := k.Status().Update(context.Background(), pod); err != nil {
-		t.Fatalf("update status of pod %s: %v", name, err)
-	}
-	return pod
-}
-
-// create creates obj.
-func create(t *testing.T, k client.Client, obj client.Object) {
-	t.Helper()
-	if err := k.Create(context.Background(), obj); err != nil {
-		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
-	}
 }
 
 // getJSON GETs url, expects 200 and decodes the body into v; it returns the body for
@@ -296,15 +184,14 @@ func jsonEqual(t *testing.T, v any, want string) bool {
 	return reflect.DeepEqual(g, w)
 }
 
-// waitUntil polls cond every 20ms and fails the test, showing last(), if it does not
-// hold within 30s.
+// waitUntil polls cond and fails the test, showing last(), if it does not hold within
+// 30s.
 func waitUntil(t *testing.T, what string, cond func() bool, last func() string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s; last response: %s", what, last())
+	defer func() {
+		if t.Failed() {
+			t.Logf("last response: %s", last())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.WaitUntil(t, 30*time.Second, what, cond)
 }

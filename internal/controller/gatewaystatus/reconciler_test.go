@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,111 +12,57 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
-	"github.com/switchboard-llm/switchboard/internal/scheme"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
-// restConfig is the envtest API server every test of the package shares.
-var restConfig *rest.Config
-
 func TestMain(m *testing.M) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "..", "config", "crd", "gateway-api"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest (set KUBEBUILDER_ASSETS=bin/k8s): %v\n", err)
-		os.Exit(1)
-	}
-	restConfig = cfg
 	// Only errors: a failing test shows what the reconciler could not do.
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// startManager runs a manager with the Gateway API status reconciler until the test
-// ends, and returns a client of the API server.
-func startManager(t *testing.T) client.Client {
+// startManager starts a control plane and runs a manager with the Gateway API status
+// reconciler on it until the test ends, then checks that the manager left no goroutine
+// behind (testenv's RunManager does not check that).
+func startManager(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := client.New(restConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Start(t)
 	leaks := goleak.IgnoreCurrent()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 s,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&gatewaystatus.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	// Cleanups run last-registered first: this one runs after the manager stopped.
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 		// Idle HTTP/2 connections to the API server outlive the manager by design.
 		goleak.VerifyNone(t, leaks, goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"))
 	})
-	return k
+	c.RunManager(t, func(mgr ctrl.Manager) error {
+		return (&gatewaystatus.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	})
+	return c
 }
 
-// create creates every object.
-func create(t *testing.T, k client.Client, objs ...client.Object) {
-	t.Helper()
-	for _, obj := range objs {
-		if err := k.Create(context.Background(), obj); err != nil {
-			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-}
-
-// eventually polls check until it returns nil or the deadline passes.
+// eventually polls check until it returns nil or 30s pass; on timeout it also logs the
+// last error.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
+	var err error
+	// t.Fatalf in WaitUntil unwinds through this deferred call.
+	defer func() {
+		if err != nil {
+			t.Logf("%s: %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	testenv.WaitUntil(t, 30*time.Second, what, func() bool {
+		err = check()
+		return err == nil
+	})
 }
 
 // hasCondition checks that conds hold typ with status and reason at generation.
@@ -193,10 +138,11 @@ func backend(name string) gatewayv1.HTTPBackendRef {
 // conditions Switchboard writes, and checks that another controller's route status
 // entry survives every write.
 func TestGatewayAPIStatus(t *testing.T) {
-	k := startManager(t)
+	c := startManager(t)
+	k := c.Client
 	ctx := context.Background()
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-status-"}}
-	create(t, k, nsObj)
+	c.Create(t, nsObj)
 	ns := nsObj.Name
 
 	class := &gatewayv1.GatewayClass{
@@ -219,7 +165,7 @@ func TestGatewayAPIStatus(t *testing.T) {
 			},
 		},
 	}
-	create(t, k, class, foreignClass, gw, &corev1.Service{
+	c.Create(t, class, foreignClass, gw, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "engines"},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "engines"}, Ports: []corev1.ServicePort{{Port: 8000}}},
 	})
@@ -289,7 +235,7 @@ func TestGatewayAPIStatus(t *testing.T) {
 			}},
 		},
 	}
-	create(t, k, &gatewayv1.Gateway{
+	c.Create(t, &gatewayv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elsewhere"},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: gatewayv1.ObjectName(foreignClass.Name), Listeners: []gatewayv1.Listener{
 			{Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType},
@@ -332,7 +278,7 @@ func TestGatewayAPIStatus(t *testing.T) {
 	gatewayHas(1)
 
 	// Creating the policy resolves the reference.
-	create(t, k, &v1alpha1.RoutingPolicy{
+	c.Create(t, &v1alpha1.RoutingPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy"},
 		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest},
 	})
@@ -343,7 +289,7 @@ func TestGatewayAPIStatus(t *testing.T) {
 		r.Spec.Rules[0].BackendRefs = []gatewayv1.HTTPBackendRef{backend("engines"), backend("missing")}
 	})
 	routeCondition(t, k, key, gatewayv1.RouteConditionResolvedRefs, metav1.ConditionFalse, gatewayv1.RouteReasonBackendNotFound)
-	create(t, k, &corev1.Service{
+	c.Create(t, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "x"}, Ports: []corev1.ServicePort{{Port: 8000}}},
 	})

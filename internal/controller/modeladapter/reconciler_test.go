@@ -18,29 +18,27 @@ import (
 )
 
 func TestPlacesOnAllCandidatesAndConverges(t *testing.T) {
-	needCluster(t)
+	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "ma-all")
+	ns := newNamespace(t, c, "ma-all")
 	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
 	other := startEngine(t, "llama", nil)     // does not match the selector
 	mistral := startEngine(t, "mistral", nil) // serves another base model
-	newEnginePod(t, ns, "p1", e1, map[string]string{"app": "a"})
-	newEnginePod(t, ns, "p2", e2, map[string]string{"app": "a"})
-	newEnginePod(t, ns, "p3", other, map[string]string{"app": "b"})
-	newEnginePod(t, ns, "p4", mistral, map[string]string{"app": "a"})
-	runManager(t)
+	newEnginePod(t, c, ns, "p1", e1, map[string]string{"app": "a"})
+	newEnginePod(t, c, ns, "p2", e2, map[string]string{"app": "a"})
+	newEnginePod(t, c, ns, "p3", other, map[string]string{"app": "b"})
+	newEnginePod(t, c, ns, "p4", mistral, map[string]string{"app": "a"})
+	runManager(t, c)
 
-	if err := k8s.Create(ctx, adapter(ns, "sql", "llama", map[string]string{"app": "a"}, nil)); err != nil {
-		t.Fatal(err)
-	}
-	ma := waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	c.Create(t, adapter(ns, "sql", "llama", map[string]string{"app": "a"}, nil))
+	ma := waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
 	if ma.Status.DesiredReplicas != 2 || ma.Status.ReadyReplicas != 2 {
 		t.Errorf("desired/ready = %d/%d, want 2/2", ma.Status.DesiredReplicas, ma.Status.ReadyReplicas)
 	}
 	for _, typ := range []string{v1alpha1.ModelAdapterConditionScheduled, v1alpha1.ModelAdapterConditionReady} {
-		c := meta.FindStatusCondition(ma.Status.Conditions, typ)
-		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ma.Generation {
-			t.Errorf("condition %s = %+v, want True at generation %d", typ, c, ma.Generation)
+		cond := meta.FindStatusCondition(ma.Status.Conditions, typ)
+		if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != ma.Generation {
+			t.Errorf("condition %s = %+v, want True at generation %d", typ, cond, ma.Generation)
 		}
 	}
 	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
@@ -55,19 +53,19 @@ func TestPlacesOnAllCandidatesAndConverges(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the adapter is loaded on e1 again", func() bool { return e1.holds(t, "sql") })
-		waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+		waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
 	})
 
 	t.Run("fewer replicas unload a copy", func(t *testing.T) {
-		ma := get(t, ns, "sql")
+		ma := get(t, c, ns, "sql")
 		patch := client.MergeFrom(ma.DeepCopy())
 		ma.Spec.Replicas = ptr.To[int32](1)
-		if err := k8s.Patch(ctx, ma, patch); err != nil {
+		if err := c.Patch(ctx, ma, patch); err != nil {
 			t.Fatal(err)
 		}
 		var got *v1alpha1.ModelAdapter
 		waitFor(t, "one instance", func() bool {
-			got = get(t, ns, "sql")
+			got = get(t, c, ns, "sql")
 			reason, _ := readyReason(got)
 			return reason == v1alpha1.ModelAdapterReasonLoaded && len(got.Status.Instances) == 1 &&
 				got.Status.ObservedGeneration == got.Generation
@@ -81,13 +79,13 @@ func TestPlacesOnAllCandidatesAndConverges(t *testing.T) {
 	})
 
 	t.Run("selector change moves the adapter", func(t *testing.T) {
-		ma := get(t, ns, "sql")
+		ma := get(t, c, ns, "sql")
 		patch := client.MergeFrom(ma.DeepCopy())
 		ma.Spec.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "b"}}
-		if err := k8s.Patch(ctx, ma, patch); err != nil {
+		if err := c.Patch(ctx, ma, patch); err != nil {
 			t.Fatal(err)
 		}
-		waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p3")
+		waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p3")
 		waitFor(t, "only p3's engine holds the adapter", func() bool {
 			return other.holds(t, "sql") && !e1.holds(t, "sql") && !e2.holds(t, "sql")
 		})
@@ -95,9 +93,9 @@ func TestPlacesOnAllCandidatesAndConverges(t *testing.T) {
 }
 
 func TestLeastAdaptersPicksTheLessLoadedPod(t *testing.T) {
-	needCluster(t)
+	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "ma-least")
+	ns := newNamespace(t, c, "ma-least")
 	busy, idle := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
 	for _, name := range []string{"x", "y"} {
 		if err := busy.LoadAdapter(ctx, name, "/"+name); err != nil {
@@ -105,69 +103,60 @@ func TestLeastAdaptersPicksTheLessLoadedPod(t *testing.T) {
 		}
 	}
 	// "a" sorts first, so a pick by name alone would choose the busy pod.
-	newEnginePod(t, ns, "a", busy, nil)
-	newEnginePod(t, ns, "b", idle, nil)
-	runManager(t)
+	newEnginePod(t, c, ns, "a", busy, nil)
+	newEnginePod(t, c, ns, "b", idle, nil)
+	runManager(t, c)
 
 	ma := adapter(ns, "sql", "llama", nil, ptr.To[int32](1))
 	ma.Spec.SchedulerName = v1alpha1.SchedulerLeastAdapters
-	if err := k8s.Create(ctx, ma); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "b")
+	c.Create(t, ma)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "b")
 	if busy.holds(t, "sql") || !idle.holds(t, "sql") {
 		t.Fatal("the adapter is not on the idle engine only")
 	}
-	if got := get(t, ns, "sql").Status; got.DesiredReplicas != 1 || got.ReadyReplicas != 1 {
+	if got := get(t, c, ns, "sql").Status; got.DesiredReplicas != 1 || got.ReadyReplicas != 1 {
 		t.Errorf("desired/ready = %d/%d, want 1/1", got.DesiredReplicas, got.ReadyReplicas)
 	}
 
 	// The random scheduler places too.
 	r := adapter(ns, "chat", "llama", nil, ptr.To[int32](2))
 	r.Spec.SchedulerName = v1alpha1.SchedulerRandom
-	if err := k8s.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "chat", v1alpha1.ModelAdapterReasonLoaded, "a", "b")
+	c.Create(t, r)
+	waitForStatus(t, c, ns, "chat", v1alpha1.ModelAdapterReasonLoaded, "a", "b")
 }
 
 func TestNoCandidatePodsThenPodAppears(t *testing.T) {
-	needCluster(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "ma-none")
-	runManager(t)
-	if err := k8s.Create(ctx, adapter(ns, "sql", "llama", nil, nil)); err != nil {
-		t.Fatal(err)
-	}
-	ma := waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonNoCandidatePods)
-	c := meta.FindStatusCondition(ma.Status.Conditions, v1alpha1.ModelAdapterConditionScheduled)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ModelAdapterReasonNoCandidatePods {
-		t.Fatalf("Scheduled = %+v, want False NoCandidatePods", c)
+	c := startCluster(t)
+	ns := newNamespace(t, c, "ma-none")
+	runManager(t, c)
+	c.Create(t, adapter(ns, "sql", "llama", nil, nil))
+	ma := waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonNoCandidatePods)
+	cond := meta.FindStatusCondition(ma.Status.Conditions, v1alpha1.ModelAdapterConditionScheduled)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ModelAdapterReasonNoCandidatePods {
+		t.Fatalf("Scheduled = %+v, want False NoCandidatePods", cond)
 	}
 
 	e := startEngine(t, "llama", nil)
-	newEnginePod(t, ns, "p1", e, nil)
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
+	newEnginePod(t, c, ns, "p1", e, nil)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
 	if !e.holds(t, "sql") {
 		t.Fatal("engine does not hold the adapter")
 	}
 }
 
 func TestMaxAdaptersThenRecovery(t *testing.T) {
-	needCluster(t)
+	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "ma-max")
+	ns := newNamespace(t, c, "ma-max")
 	full := startEngine(t, "llama", func(c *enginesim.Config) { c.MaxLoRAs = 1 })
 	if err := full.LoadAdapter(ctx, "other", "/other"); err != nil {
 		t.Fatal(err)
 	}
-	newEnginePod(t, ns, "p1", full, nil)
-	runManager(t)
+	newEnginePod(t, c, ns, "p1", full, nil)
+	runManager(t, c)
 
-	if err := k8s.Create(ctx, adapter(ns, "sql", "llama", nil, nil)); err != nil {
-		t.Fatal(err)
-	}
-	ma := waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonMaxAdaptersReached)
+	c.Create(t, adapter(ns, "sql", "llama", nil, nil))
+	ma := waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonMaxAdaptersReached)
 	if ma.Status.DesiredReplicas != 1 || ma.Status.ReadyReplicas != 0 {
 		t.Errorf("desired/ready = %d/%d, want 1/0", ma.Status.DesiredReplicas, ma.Status.ReadyReplicas)
 	}
@@ -176,124 +165,116 @@ func TestMaxAdaptersThenRecovery(t *testing.T) {
 	if err := full.UnloadAdapter("other"); err != nil {
 		t.Fatal(err)
 	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
 }
 
 func TestCredentialsSecret(t *testing.T) {
-	needCluster(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "ma-key")
+	c := startCluster(t)
+	ns := newNamespace(t, c, "ma-key")
 	e := startEngine(t, "llama", func(c *enginesim.Config) { c.APIKey = "s3cret" })
-	newEnginePod(t, ns, "p1", e, nil)
-	runManager(t)
+	newEnginePod(t, c, ns, "p1", e, nil)
+	runManager(t, c)
 
 	ma := adapter(ns, "sql", "llama", nil, nil)
 	ma.Spec.CredentialsSecretRef = &v1alpha1.SecretReference{Name: "engine"}
-	if err := k8s.Create(ctx, ma); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoadFailed)
+	c.Create(t, ma)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoadFailed)
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "engine"},
 		Data:       map[string][]byte{APIKeySecretKey: []byte("s3cret")},
 	}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
+	c.Create(t, secret)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
 	if !e.holds(t, "sql") {
 		t.Fatal("engine does not hold the adapter")
 	}
 }
 
 func TestPodDeletedReplacesAdapter(t *testing.T) {
-	needCluster(t)
+	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "ma-move")
+	ns := newNamespace(t, c, "ma-move")
 	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
-	newEnginePod(t, ns, "p1", e1, nil)
-	p2 := newEnginePod(t, ns, "p2", e2, nil)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	p2 := newEnginePod(t, c, ns, "p2", e2, nil)
 	// p2 holds more adapters, so least-adapters picks p1 first.
 	if err := e2.LoadAdapter(ctx, "x", "/x"); err != nil {
 		t.Fatal(err)
 	}
-	runManager(t)
-	if err := k8s.Create(ctx, adapter(ns, "sql", "llama", nil, ptr.To[int32](1))); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
+	runManager(t, c)
+	c.Create(t, adapter(ns, "sql", "llama", nil, ptr.To[int32](1)))
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1")
 
 	p1 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1"}}
-	if err := k8s.Delete(ctx, p1, client.GracePeriodSeconds(0)); err != nil {
+	if err := c.Delete(ctx, p1, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p2")
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p2")
 	if !e2.holds(t, "sql") {
 		t.Fatal("the replacement engine does not hold the adapter")
 	}
 
 	// With no pod left the adapter has no candidates.
-	if err := k8s.Delete(ctx, p2, client.GracePeriodSeconds(0)); err != nil {
+	if err := c.Delete(ctx, p2, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonNoCandidatePods)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonNoCandidatePods)
 }
 
 func TestDeleteUnloadsEverywhere(t *testing.T) {
-	needCluster(t)
+	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, "ma-delete")
+	ns := newNamespace(t, c, "ma-delete")
 	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
-	newEnginePod(t, ns, "p1", e1, nil)
-	newEnginePod(t, ns, "p2", e2, nil)
-	runManager(t)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	newEnginePod(t, c, ns, "p2", e2, nil)
+	runManager(t, c)
 	ma := adapter(ns, "sql", "llama", nil, nil)
-	if err := k8s.Create(ctx, ma); err != nil {
-		t.Fatal(err)
-	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	c.Create(t, ma)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
 
-	if err := k8s.Delete(ctx, ma); err != nil {
+	if err := c.Delete(ctx, ma); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the ModelAdapter is gone (finalizer removed)", func() bool { return get(t, ns, "sql") == nil })
+	waitFor(t, "the ModelAdapter is gone (finalizer removed)", func() bool { return get(t, c, ns, "sql") == nil })
 	if e1.holds(t, "sql") || e2.holds(t, "sql") {
 		t.Fatal("an engine still holds the deleted adapter")
 	}
 }
 
 func TestRestartDoesNotLoadTwice(t *testing.T) {
-	needCluster(t)
-	ctx := context.Background()
-	ns := newNamespace(t, "ma-restart")
+	c := startCluster(t)
+	ns := newNamespace(t, c, "ma-restart")
 	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
-	newEnginePod(t, ns, "p1", e1, nil)
-	newEnginePod(t, ns, "p2", e2, nil)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	newEnginePod(t, c, ns, "p2", e2, nil)
 	// Every goroutine the manager and the controller start must end when it stops.
 	leaks := goleak.IgnoreCurrent()
-	stop := runManager(t)
-	if err := k8s.Create(ctx, adapter(ns, "sql", "llama", nil, nil)); err != nil {
-		t.Fatal(err)
+	// The first manager runs for the subtest only: it has stopped when t.Run returns.
+	if !t.Run("first manager", func(t *testing.T) {
+		runManager(t, c, e1, e2)
+		c.Create(t, adapter(ns, "sql", "llama", nil, nil))
+		waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	}) {
+		t.FailNow()
 	}
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
-	stop()
 	goleak.VerifyNone(t, leaks)
 	if e1.loads.Load() != 1 || e2.loads.Load() != 1 {
 		t.Fatalf("loads before restart = %d, %d; want 1, 1", e1.loads.Load(), e2.loads.Load())
 	}
 
 	lists1, lists2 := e1.lists.Load(), e2.lists.Load()
-	runManager(t)
+	runManager(t, c, e1, e2)
 	// Several reconciles of the new manager have asked both engines what they hold.
 	waitFor(t, "the new manager probes both engines repeatedly", func() bool {
 		return e1.lists.Load() >= lists1+3 && e2.lists.Load() >= lists2+3
 	})
-	waitForStatus(t, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
 	if e1.loads.Load() != 1 || e2.loads.Load() != 1 {
 		t.Fatalf("loads after restart = %d, %d; want 1, 1", e1.loads.Load(), e2.loads.Load())
 	}
-	if !slices.Equal(get(t, ns, "sql").Finalizers, []string{Finalizer}) {
-		t.Errorf("finalizers = %v, want [%s]", get(t, ns, "sql").Finalizers, Finalizer)
+	if !slices.Equal(get(t, c, ns, "sql").Finalizers, []string{Finalizer}) {
+		t.Errorf("finalizers = %v, want [%s]", get(t, c, ns, "sql").Finalizers, Finalizer)
 	}
 }

@@ -3,8 +3,9 @@ package policystatus_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
-	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,108 +14,45 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/controller/policystatus"
 	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
-	"github.com/switchboard-llm/switchboard/internal/scheme"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
-// restConfig is the envtest API server every test of the package shares.
-var restConfig *rest.Config
-
 func TestMain(m *testing.M) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "..", "config", "crd", "gateway-api"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start envtest (set KUBEBUILDER_ASSETS=bin/k8s): %v\n", err)
-		os.Exit(1)
-	}
-	restConfig = cfg
 	// Only errors: a failing test shows what the reconciler could not do.
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-// startManager runs a manager with the manager cache context and the RoutingPolicy
-// status reconciler until the test ends, and returns a client of the API server.
-func startManager(t *testing.T) client.Client {
+// startManager starts a control plane and runs a manager with the manager cache context
+// and the RoutingPolicy status reconciler on it until the test ends, then checks that the
+// manager left no goroutine behind (testenv's RunManager does not check that).
+func startManager(t *testing.T) *testenv.Cluster {
 	t.Helper()
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := client.New(restConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Start(t)
 	leaks := goleak.IgnoreCurrent()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 s,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	view, err := cache.InitForManager(mgr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&policystatus.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	// Cleanups run last-registered first: this one runs after the manager stopped.
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 		// Idle HTTP/2 connections to the API server outlive the manager by design.
 		goleak.VerifyNone(t, leaks, goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"))
 	})
-	return k
-}
-
-// namespace creates a namespace named after name for one test and returns its name.
-func namespace(t *testing.T, k client.Client, name string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
-	create(t, k, ns)
-	return ns.Name
-}
-
-// create creates every object.
-func create(t *testing.T, k client.Client, objs ...client.Object) {
-	t.Helper()
-	for _, obj := range objs {
-		if err := k.Create(context.Background(), obj); err != nil {
-			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	c.RunManager(t, func(mgr ctrl.Manager) error {
+		view, err := cache.InitForManager(mgr)
+		if err != nil {
+			return err
 		}
-	}
+		return (&policystatus.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr)
+	})
+	return c
 }
 
 // want describes the expected status of a policy; empty reasons are not checked.
@@ -123,25 +61,28 @@ type want struct {
 	routes, endpoints             int32
 }
 
-// waitForStatus polls the policy until its status matches w or the deadline passes.
+// waitForStatus polls the policy until its status matches w or 30s pass; on timeout it
+// also logs the status last seen.
 func waitForStatus(t *testing.T, k client.Client, key client.ObjectKey, w want) *v1alpha1.RoutingPolicy {
 	t.Helper()
 	var rp v1alpha1.RoutingPolicy
 	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// t.Fatalf in WaitUntil unwinds through this deferred call.
+	done := false
+	defer func() {
+		if !done {
+			t.Logf("policy %s: want %+v, have %s", key, w, last)
+		}
+	}()
+	testenv.WaitUntil(t, 30*time.Second, fmt.Sprintf("policy %s matches %+v", key, w), func() bool {
 		if err := k.Get(context.Background(), key, &rp); err != nil {
 			t.Fatal(err)
 		}
 		last = describe(&rp)
-		if matches(&rp, w) {
-			return &rp
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("policy %s: want %+v, have %s", key, w, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return matches(&rp, w)
+	})
+	done = true
+	return &rp
 }
 
 func matches(rp *v1alpha1.RoutingPolicy, w want) bool {
@@ -229,34 +170,23 @@ func service(ns, name string) *corev1.Service {
 
 // readyEnginePod creates an engine Pod labelled app=app and marks it Running and Ready
 // at ip. No engine runs behind it: status needs none.
-func readyEnginePod(t *testing.T, k client.Client, ns, name, app, ip string) *corev1.Pod {
+func readyEnginePod(t *testing.T, c *testenv.Cluster, ns, name, app, ip string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			v1alpha1.LabelModel: "llama-3-8b", "app": app,
-		}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim"}}},
-	}
-	create(t, k, pod)
-	pod.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      ip,
-		PodIPs:     []corev1.PodIP{{IP: ip}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	if err := k.Status().Update(context.Background(), pod); err != nil {
-		t.Fatalf("update status of pod %s: %v", name, err)
-	}
-	return pod
+	// The port is the default one a Pod without the port label has.
+	return c.EnginePod(t, ns, name, "llama-3-8b", net.JoinHostPort(ip, strconv.Itoa(v1alpha1.DefaultEnginePort)),
+		map[string]string{"app": app})
 }
 
 // TestPolicyStatusLifecycle walks a policy through every condition reason the API server
 // lets it reach: InvalidParameters, NotAttached, NoReadyEndpoints, BackendNotFound and
 // Ready, and checks each is cleared when its cause goes away.
 func TestPolicyStatusLifecycle(t *testing.T) {
-	k := startManager(t)
+	c := startManager(t)
+	k := c.Client
 	ctx := context.Background()
-	ns := namespace(t, k, "rp-lifecycle")
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rp-lifecycle-"}}
+	c.Create(t, nsObj)
+	ns := nsObj.Name
 
 	// Scorer weights of 0 pass admission (the minimum is 0) but leave the weighted
 	// strategy nothing to weigh: the router refuses them.
@@ -270,7 +200,7 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 			},
 		},
 	}
-	create(t, k, rp)
+	c.Create(t, rp)
 	key := client.ObjectKeyFromObject(rp)
 	got := waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonInvalidParameters, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
@@ -289,14 +219,14 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 	})
 
 	// A route referencing the policy but attached to no Switchboard Gateway does not count.
-	create(t, k, service(ns, "engines"), routeTo(ns, "route", "gw", "policy", "engines"))
+	c.Create(t, service(ns, "engines"), routeTo(ns, "route", "gw", "policy", "engines"))
 	waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, ready: v1alpha1.RoutingPolicyReasonNotAttached,
 	})
 
 	// Once the Gateway exists the route attaches, but no engine is ready behind it.
 	class, gw := gatewayIn(ns)
-	create(t, k, class, gw)
+	c.Create(t, class, gw)
 	waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
 		ready: v1alpha1.RoutingPolicyReasonNoReadyEndpoints, routes: 1,
@@ -304,8 +234,8 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 
 	// A ready engine Pod behind the Service makes the policy ready; one behind no
 	// Service of the route does not count.
-	pod := readyEnginePod(t, k, ns, "engine-0", "engines", "10.0.0.1")
-	readyEnginePod(t, k, ns, "stray", "elsewhere", "10.0.0.2")
+	pod := readyEnginePod(t, c, ns, "engine-0", "engines", "10.0.0.1")
+	readyEnginePod(t, c, ns, "stray", "elsewhere", "10.0.0.2")
 	got = waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
 		ready: v1alpha1.RoutingPolicyReasonReady, routes: 1, endpoints: 1,
@@ -325,8 +255,8 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonBackendNotFound,
 		ready: v1alpha1.RoutingPolicyReasonReady, routes: 1, endpoints: 1,
 	})
-	create(t, k, service(ns, "more"))
-	readyEnginePod(t, k, ns, "engine-1", "more", "10.0.0.3")
+	c.Create(t, service(ns, "more"))
+	readyEnginePod(t, c, ns, "engine-1", "more", "10.0.0.3")
 	waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
 		ready: v1alpha1.RoutingPolicyReasonReady, routes: 1, endpoints: 2,
@@ -338,10 +268,7 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 		if err := k.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
 			t.Fatal(err)
 		}
-		p.Status.Conditions[0].Status = corev1.ConditionFalse
-		if err := k.Status().Update(ctx, &p); err != nil {
-			t.Fatal(err)
-		}
+		c.SetPodReady(t, &p, p.Status.PodIP, false)
 	}
 	waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, ready: v1alpha1.RoutingPolicyReasonNoReadyEndpoints, routes: 1,
