@@ -36,9 +36,21 @@ type Cluster struct {
 }
 
 // Start starts a control plane with Switchboard's and the Gateway API's CRDs that stops
-// when the test ends.
+// when the test ends. Tests that need no control plane of their own can share one
+// instead: see Shared.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	c, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.stop() })
+	return c
+}
+
+// start starts a control plane with Switchboard's and the Gateway API's CRDs; the
+// caller stops it.
+func start() (*Cluster, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd", "bases"),
@@ -48,18 +60,24 @@ func Start(t testing.TB) *Cluster {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %v", err)
+		return nil, fmt.Errorf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %w", err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	s, err := scheme.New()
 	if err != nil {
-		t.Fatal(err)
+		_ = env.Stop()
+		return nil, err
 	}
 	k, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
-		t.Fatal(err)
+		_ = env.Stop()
+		return nil, err
 	}
-	return &Cluster{Client: k, Config: cfg, env: env}
+	return &Cluster{Client: k, Config: cfg, env: env}, nil
+}
+
+// stop stops the control plane.
+func (c *Cluster) stop() error {
+	return c.env.Stop()
 }
 
 // Kubeconfig writes a kubeconfig for an administrator named user into a temporary file

@@ -33,17 +33,19 @@ func TestMain(m *testing.M) {
 	} else {
 		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	}
-	os.Exit(m.Run())
+	// The integration tests share one control plane, which RunMain stops.
+	os.Exit(testenv.RunMain(m))
 }
 
-// startCluster starts a control plane for t, or skips t when there are no control plane
+// startCluster returns the control plane the package's integration tests share, each in
+// namespaces of its own (newNamespace), or skips t when there are no control plane
 // binaries: the unit tests of the package still run without them.
 func startCluster(t *testing.T) *testenv.Cluster {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS not set; run through make test")
 	}
-	return testenv.Start(t)
+	return testenv.Shared(t)
 }
 
 // newNamespace creates a namespace for t named prefix plus a random suffix.
