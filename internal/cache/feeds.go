@@ -24,7 +24,7 @@ func podFeed(c *Cache) *feed[*corev1.Pod] {
 		newList:   func() client.ObjectList { return new(corev1.PodList) },
 		apply: func(pod *corev1.Pod) error {
 			key := endpoint.Key{Namespace: pod.Namespace, Name: pod.Name}
-			ep, ok, err := endpointFromPod(pod)
+			ep, ok, err := EndpointFromPod(pod)
 			if err != nil || !ok {
 				c.DeletePod(key)
 				return err
@@ -35,12 +35,13 @@ func podFeed(c *Cache) *feed[*corev1.Pod] {
 		remove: func(k types.NamespacedName) {
 			c.DeletePod(endpoint.Key{Namespace: k.Namespace, Name: k.Name})
 		},
-		predicates: []predicate.Predicate{enginePods},
+		predicates: []predicate.Predicate{EnginePods},
 	}
 }
 
-// enginePods passes events of Pods that are, or were until this update, engine Pods.
-var enginePods = predicate.Funcs{
+// EnginePods passes events of Pods that are, or were until this update, engine Pods
+// (labelled switchboard.dev/model), so that a Pod losing the label is seen too.
+var EnginePods = predicate.Funcs{
 	CreateFunc:  func(e event.CreateEvent) bool { return isEnginePod(e.Object) },
 	DeleteFunc:  func(e event.DeleteEvent) bool { return isEnginePod(e.Object) },
 	GenericFunc: func(e event.GenericEvent) bool { return isEnginePod(e.Object) },
@@ -55,9 +56,10 @@ func isEnginePod(obj client.Object) bool {
 	return ok
 }
 
-// endpointFromPod returns the endpoint described by pod, or false if pod is not an engine
-// Pod. It fails if the engine or port label is invalid.
-func endpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
+// EndpointFromPod returns the endpoint the cache records for pod, or false if pod is not
+// an engine Pod. It fails if the engine or port label is invalid; the cache drops such
+// Pods.
+func EndpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
 	model := pod.Labels[v1alpha1.LabelModel]
 	if model == "" {
 		return endpoint.Endpoint{}, false, nil

@@ -256,16 +256,16 @@ func TestPodFeedMetricsFollowAddress(t *testing.T) {
 
 func TestEnginePodsPredicate(t *testing.T) {
 	engine, other := makePodObject("p1").Build(), makePodObject("p2").Unlabel(v1alpha1.LabelModel).Build()
-	if !enginePods.Create(event.CreateEvent{Object: engine}) || enginePods.Create(event.CreateEvent{Object: other}) {
+	if !EnginePods.Create(event.CreateEvent{Object: engine}) || EnginePods.Create(event.CreateEvent{Object: other}) {
 		t.Error("create events: want engine pods only")
 	}
-	if !enginePods.Delete(event.DeleteEvent{Object: engine}) || enginePods.Delete(event.DeleteEvent{Object: other}) {
+	if !EnginePods.Delete(event.DeleteEvent{Object: engine}) || EnginePods.Delete(event.DeleteEvent{Object: other}) {
 		t.Error("delete events: want engine pods only")
 	}
-	if !enginePods.Update(event.UpdateEvent{ObjectOld: engine, ObjectNew: other}) {
+	if !EnginePods.Update(event.UpdateEvent{ObjectOld: engine, ObjectNew: other}) {
 		t.Error("an update removing the model label must pass, so that the pod is removed")
 	}
-	if enginePods.Update(event.UpdateEvent{ObjectOld: other, ObjectNew: other}) {
+	if EnginePods.Update(event.UpdateEvent{ObjectOld: other, ObjectNew: other}) {
 		t.Error("updates of pods that never were engine pods must not pass")
 	}
 }

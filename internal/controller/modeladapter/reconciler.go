@@ -135,7 +135,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ModelAdapter{}, builder.WithPredicates(adapterChanged)).
-		Watches(&corev1.Pod{}, r.podHandler(), builder.WithPredicates(enginePod)).
+		Watches(&corev1.Pod{}, r.podHandler(), builder.WithPredicates(cache.EnginePods)).
 		// The name is unique in a manager; tests run many managers in one process.
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -175,12 +175,6 @@ var adapterChanged = predicate.Funcs{
 			!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 	},
 }
-
-// enginePod passes events of Pods labelled switchboard.dev/model, before or after an update.
-var enginePod = predicate.NewPredicateFuncs(func(obj client.Object) bool {
-	_, ok := obj.GetLabels()[v1alpha1.LabelModel]
-	return ok
-})
 
 // podHandler enqueues the ModelAdapters affected by a Pod event now and again after
 // PodEventDelay, since the pod view is fed by its own controller and may lag the event.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,10 +18,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -75,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfRoute)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.policiesInNamespace)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesInNamespace),
-			builder.WithPredicates(enginePods)).
+			builder.WithPredicates(cache.EnginePods)).
 		Watches(&gatewayv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
 		Watches(&gatewayv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
 		Complete(r)
@@ -324,10 +321,10 @@ func selectedByAny(selectors []map[string]string, labels map[string]string) bool
 func cacheBehind(pods []corev1.Pod, known map[endpoint.Key]*cache.Pod) bool {
 	listed := 0
 	for i := range pods {
-		pod := &pods[i]
-		p, ok := known[endpoint.Key{Namespace: pod.Namespace, Name: pod.Name}]
-		if !validEngineLabels(pod.Labels) {
-			// The cache drops engine Pods with invalid labels.
+		ep, isEngine, err := cache.EndpointFromPod(&pods[i])
+		p, ok := known[endpoint.Key{Namespace: pods[i].Namespace, Name: pods[i].Name}]
+		if err != nil || !isEngine {
+			// The cache drops Pods that are not valid engine Pods.
 			if ok {
 				return true
 			}
@@ -337,60 +334,12 @@ func cacheBehind(pods []corev1.Pod, known map[endpoint.Key]*cache.Pod) bool {
 			return true
 		}
 		listed++
-		if p.Address != pod.Status.PodIP || p.Ready != isRunningAndReady(pod) ||
-			p.Terminating != (pod.DeletionTimestamp != nil) || !maps.Equal(p.Labels, pod.Labels) {
+		if p.Address != ep.Address || p.Ready != ep.Ready || p.Terminating != ep.Terminating ||
+			!maps.Equal(p.Labels, ep.Labels) {
 			return true
 		}
 	}
 	return listed != len(known)
-}
-
-// validEngineLabels reports whether the metadata cache accepts a Pod with labels as an
-// engine endpoint: a model, and a valid engine and port when set (see DESIGN §3).
-func validEngineLabels(labels map[string]string) bool {
-	if labels[v1alpha1.LabelModel] == "" {
-		return false
-	}
-	if v, ok := labels[v1alpha1.LabelEngine]; ok && v != string(endpoint.EngineVLLM) && v != string(endpoint.EngineSGLang) {
-		return false
-	}
-	if v, ok := labels[v1alpha1.LabelPort]; ok {
-		port, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || port < 1 || port > 65535 {
-			return false
-		}
-	}
-	return true
-}
-
-// isRunningAndReady reports whether pod is Running with condition Ready=True, the
-// metadata cache's definition of a ready engine pod.
-func isRunningAndReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// enginePods passes events of Pods that are, or were until this update, engine Pods.
-var enginePods = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return isEnginePod(e.Object) },
-	DeleteFunc:  func(e event.DeleteEvent) bool { return isEnginePod(e.Object) },
-	GenericFunc: func(e event.GenericEvent) bool { return isEnginePod(e.Object) },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return isEnginePod(e.ObjectOld) || isEnginePod(e.ObjectNew)
-	},
-}
-
-// isEnginePod reports whether obj carries the switchboard.dev/model label.
-func isEnginePod(obj client.Object) bool {
-	_, ok := obj.GetLabels()[v1alpha1.LabelModel]
-	return ok
 }
 
 // policiesOfRoute maps an HTTPRoute to the RoutingPolicies its rules name.
