@@ -31,8 +31,9 @@ var root = func() string {
 type Cluster struct {
 	client.Client
 	// Config reaches the API server as an administrator.
-	Config *rest.Config
-	env    *envtest.Environment
+	Config  *rest.Config
+	env     *envtest.Environment
+	certDir string
 }
 
 // Start starts a control plane with Switchboard's and the Gateway API's CRDs that stops
@@ -51,6 +52,12 @@ func Start(t testing.TB) *Cluster {
 // start starts a control plane with Switchboard's and the Gateway API's CRDs; the
 // caller stops it.
 func start() (*Cluster, error) {
+	// A certificate directory of our own survives an API server restart, so that clients
+	// keep trusting the restarted server (envtest renews a directory it allocated).
+	certDir, err := os.MkdirTemp("", "testenv-apiserver")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd", "bases"),
@@ -58,8 +65,12 @@ func start() (*Cluster, error) {
 		},
 		ErrorIfCRDPathMissing: true,
 	}
+	// The kube-apiserver drains long-running watches on SIGTERM for longer than tests
+	// wait; past StopTimeout envtest kills it.
+	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = os.RemoveAll(certDir)
 		return nil, fmt.Errorf("start envtest (run through make test, which sets KUBEBUILDER_ASSETS): %w", err)
 	}
 	s, err := scheme.New()
@@ -72,12 +83,37 @@ func start() (*Cluster, error) {
 		_ = env.Stop()
 		return nil, err
 	}
-	return &Cluster{Client: k, Config: cfg, env: env}, nil
+	return &Cluster{Client: k, Config: cfg, env: env, certDir: certDir}, nil
 }
 
 // stop stops the control plane.
 func (c *Cluster) stop() error {
-	return c.env.Stop()
+	err := c.env.Stop()
+	_ = os.RemoveAll(c.certDir)
+	return err
+}
+
+// RestartAPIServer stops the kube-apiserver (killing it if it does not stop within its
+// StopTimeout, as a crash would), keeps it down for down, and starts it again on the
+// same address with the same certificates; etcd and its data stay up. Clients see
+// connection errors meanwhile and then reconnect.
+func (c *Cluster) RestartAPIServer(t testing.TB, down time.Duration) {
+	t.Helper()
+	apiserver := c.env.ControlPlane.APIServer
+	_ = apiserver.Stop() // an error means it was killed after StopTimeout
+	addr := apiserver.SecureServing.HostPort()
+	WaitUntil(t, 30*time.Second, "the old kube-apiserver releases "+addr, func() bool {
+		conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return true
+		}
+		conn.Close()
+		return false
+	})
+	time.Sleep(down)
+	if err := apiserver.Start(); err != nil {
+		t.Fatalf("start kube-apiserver again: %v", err)
+	}
 }
 
 // Kubeconfig writes a kubeconfig for an administrator named user into a temporary file
