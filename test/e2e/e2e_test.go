@@ -11,6 +11,7 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("round-robin cycles across the three pods", roundRobinCycles)
 		It("session-affinity keeps each session on one pod", sessionsStick)
 		It("least-request spreads a concurrent burst", leastRequestSpreadsBurst)
+		It("random, least-kv-cache, least-latency, throughput and weighted serve a burst over the pods", metricStrategiesServe)
 		It("a live change of spec.strategy changes routing of new requests", liveStrategySwitch)
 		It("prefix-cache keeps each multi-turn conversation on one pod", conversationsStick)
 		It("prefix-cache spreads a hot shared system prompt under concurrent load", hotPrefixSpreads)

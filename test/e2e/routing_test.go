@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -161,4 +162,32 @@ func burst(c openai.Client, n int, msgs func(i int) []openai.ChatCompletionMessa
 		counts[eps[i]]++
 	}
 	return counts
+}
+
+// metricStrategiesServe: the strategies that read engine metrics (and random) route a
+// concurrent burst to the route's pods, every request served, and spread it over more
+// than one pod.
+func metricStrategiesServe() {
+	for _, route := range []string{"random", "least-kv-cache", "least-latency", "throughput", "weighted"} {
+		c := sys.client(route)
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				ep, err := ask(c, model, fmt.Sprintf("%s request %d with a prompt long enough to fill a block or two", route, i), 16)
+				Expect(err).NotTo(HaveOccurred(), "route %s", route)
+				mu.Lock()
+				seen[ep]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		logf("%s: %v", route, seen)
+		for ep := range seen {
+			Expect(allPods).To(ContainElement(ep), "route %s routed to %s", route, ep)
+		}
+		Expect(len(seen)).To(BeNumerically(">", 1), "route %s sent a burst of 12 to one pod: %v", route, seen)
+	}
 }

@@ -45,6 +45,13 @@ var policies = map[string]v1alpha1.RoutingPolicySpec{
 	"pc": {Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{
 		BlockSize: new(int32(16)), LoadImbalanceThreshold: new(int32(2)),
 	}},
+	"random":         {Strategy: v1alpha1.StrategyRandom},
+	"least-kv-cache": {Strategy: v1alpha1.StrategyLeastKVCache},
+	"least-latency":  {Strategy: v1alpha1.StrategyLeastLatency},
+	"throughput":     {Strategy: v1alpha1.StrategyThroughput},
+	"weighted": {Strategy: v1alpha1.StrategyWeighted, Scorers: []v1alpha1.Scorer{
+		{Name: v1alpha1.StrategyLeastKVCache}, {Name: v1alpha1.StrategyPrefixCache, Weight: new(int32(2))},
+	}},
 }
 
 // system is the running system, shared by every spec of the suite.

@@ -120,3 +120,24 @@ func TestRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstBetweenScrapesSpreads routes a burst that arrives before the next scrape: the
+// requests in flight count towards each engine's projected usage, so the burst spreads
+// instead of piling onto the engine that looked emptiest at the last scrape.
+func TestBurstBetweenScrapesSpreads(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	for i, usage := range []float64{0.10, 0.11, 0.12} {
+		fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: usage, BlockSize: 16, NumGPUBlocks: 1000})
+	}
+	router := routing.NewRouter(leastkvcache.New(routingtest.SeededRandom(1)), routingtest.Options())
+	for range 30 {
+		// 160 prompt tokens: 10 blocks, 1% of each engine's cache per request.
+		rc := fleet.Context(routing.Request{PromptTokens: 160})
+		routingtest.Route(t, router, rc)
+	}
+	for i := range 3 {
+		if n := fleet.Pod(i).Load().InFlight(); n < 8 || n > 12 {
+			t.Errorf("pod %d has %d of 30 requests, want 8 to 12 (usage 10%%, 11%%, 12%% plus 1%% per request)", i, n)
+		}
+	}
+}
