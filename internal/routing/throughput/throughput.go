@@ -41,33 +41,59 @@ func New() *Router {
 	return &Router{}
 }
 
+// minRequestRate is the tokens/s a request in flight is assumed to add at least, when no
+// candidate's rate per running request is known.
+const minRequestRate = 1.0
+
 // Score records the candidates' metrics snapshots in the history, then sets the score of
-// each candidate with fresh metrics to minus its throughput in tokens per second, or to
-// minus its Running requests while some candidate's throughput is unknown, and that of
-// every other candidate to one less than the lowest known score. It returns
+// each candidate with fresh metrics to minus its projected throughput in tokens per
+// second (its measured rate plus, per request the gateway has in flight on it, its rate
+// per running request, or the fleet's when it runs none, at least minRequestRate), or to
+// minus its Running requests plus those in flight while some candidate's throughput is
+// unknown, and that of every other candidate to one less than the lowest known score. It returns
 // routing.ErrUndecided, leaving scores unspecified, when no candidate has fresh metrics.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
 	r.prune(rc.Now)
 	known, allRates := false, true
+	// perRequest sums, over candidates running requests, their tokens/s per running
+	// request, to price the requests in flight of idle candidates.
+	perRequest, busy := 0.0, 0
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
 		}
 		known = true
 		rate, ok := r.record(c.Key, c.Metrics).rate()
-		scores[i] = -rate
+		scores[i] = rate
 		allRates = allRates && ok
+		if ok && c.Metrics.Running > 0 {
+			perRequest += rate / c.Metrics.Running
+			busy++
+		}
 	}
 	if !known {
 		return routing.ErrUndecided
+	}
+	if busy > 0 {
+		perRequest /= float64(busy)
 	}
 	lowest := math.Inf(1)
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
 		}
-		if !allRates {
-			scores[i] = -c.Metrics.Running
+		// Requests the gateway sent since the last scrape are not in the engine's
+		// counters yet: each request in flight counts as one more running request, so
+		// that a burst spreads instead of piling onto the endpoint that looked idlest.
+		inFlight := float64(c.InFlight)
+		if allRates {
+			own := perRequest
+			if c.Metrics.Running > 0 {
+				own = scores[i] / c.Metrics.Running
+			}
+			scores[i] = -(scores[i] + inFlight*max(own, minRequestRate))
+		} else {
+			scores[i] = -(c.Metrics.Running + inFlight)
 		}
 		lowest = min(lowest, scores[i])
 	}

@@ -196,3 +196,30 @@ func TestRoute(t *testing.T) {
 		t.Errorf("routed to %s, want p0001 (fewest running on first snapshots)", target.Pod.Key.Name)
 	}
 }
+
+// TestBurstBetweenScrapesSpreads routes a burst that arrives before the next scrape: each
+// request in flight counts towards its pod's projected throughput, so the burst spreads
+// over the pods instead of piling onto the one that looked idlest.
+func TestBurstBetweenScrapesSpreads(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	r := throughput.New()
+	start := time.Now().Add(-time.Second)
+	// Two snapshots a second apart: pod 0 idle, pods 1 and 2 at 100 tokens/s with one request.
+	for i, rate := range []float64{0, 100, 100} {
+		running := min(rate, 1)
+		fleet.SetMetrics(i, snapshot(1000, running, start))
+		if _, err := score(t, r, fleet, make([]*endpoint.Metrics, 3)); err != nil {
+			t.Fatal(err)
+		}
+		fleet.SetMetrics(i, snapshot(1000+rate, running, start.Add(time.Second)))
+	}
+	router := routing.NewRouter(routing.Highest(r, routingtest.SeededRandom(1)), routingtest.Options())
+	for range 30 {
+		routingtest.Route(t, router, fleet.Context(routing.Request{}))
+	}
+	for i := range 3 {
+		if n := fleet.Pod(i).Load().InFlight(); n < 5 {
+			t.Errorf("pod %d has %d of 30 requests: the burst piled onto the others", i, n)
+		}
+	}
+}
