@@ -70,6 +70,12 @@ fuzz: ## Run every fuzz target for FUZZTIME inputs each (default 20000x; e.g. FU
 
 BENCHTIME ?= 1000x
 
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build k8s-tools ## Routing quality of every strategy (8 engine-sims behind the real gateway), gateway overhead and concurrency micro-benchmarks into docs/benchmarks.md, .json and PNG plots; BENCH_FLAGS adds bin/bench flags.
+	$(LOCALBIN)/bench -root $(CURDIR) -gateway-benchtime $(BENCHTIME) $(BENCH_FLAGS)
+
 .PHONY: bench-gateway
 bench-gateway: k8s-tools ## Measure gateway overhead against engine-sim directly (latency p50/p99, req/s; short and 200 KB prompts, streaming and not).
 	KUBEBUILDER_ASSETS=$(K8S_BIN) go test -run '^$$' -bench BenchmarkGatewayOverhead -benchtime $(BENCHTIME) ./internal/gateway/

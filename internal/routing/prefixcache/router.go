@@ -106,14 +106,21 @@ func New(cfg Config, rnd routing.Random) *Router {
 
 // Score sets scores[i] to the fraction, in [0, 1], of the prompt's blocks whose whole
 // prefix cands[i] holds. It returns routing.ErrUndecided when the prompt has no whole
-// block. Score ignores load; Pick applies the load guard.
+// block. The load guard applies as in Pick: a candidate more than LoadImbalanceThreshold
+// requests busier than the idlest scores 0, so that a weighted policy does not follow a
+// hot prefix onto an overloaded endpoint either.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
 	var buf [stackHashes]uint64
 	hashes := r.hashes(rc, buf[:0])
 	if len(hashes) == 0 {
 		return routing.ErrUndecided
 	}
+	limit := minInFlight(cands) + r.cfg.LoadImbalanceThreshold
 	for i := range cands {
+		if cands[i].InFlight > limit {
+			scores[i] = 0 // overloaded: the load guard, as in Pick
+			continue
+		}
 		scores[i] = float64(r.index.Match(cands[i].Key, hashes)) / float64(len(hashes))
 	}
 	return nil

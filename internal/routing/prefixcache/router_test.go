@@ -207,6 +207,17 @@ func TestScore(t *testing.T) {
 		t.Errorf("scores = %v, want %v", scores, want)
 	}
 
+	// Pod 0 runs more than the default threshold ahead of the idlest: the load guard
+	// scores it 0 despite its full match.
+	fleet.Reserve(0, prefixcache.DefaultLoadImbalanceThreshold+1)
+	busy := fleet.Context(routing.Request{Prompt: promptABCD})
+	if err := r.Score(busy, routingtest.Candidates(busy), scores); err != nil {
+		t.Fatalf("Score() error = %v", err)
+	}
+	if want := []float64{0, 0.5, 0}; fmt.Sprint(scores) != fmt.Sprint(want) {
+		t.Errorf("scores with pod 0 overloaded = %v, want %v", scores, want)
+	}
+
 	short := fleet.Context(routing.Request{Prompt: "aaa"})
 	if err := r.Score(short, routingtest.Candidates(short), scores); !errors.Is(err, routing.ErrUndecided) {
 		t.Errorf("Score() of a prompt without a whole block: error = %v, want ErrUndecided", err)

@@ -1,0 +1,129 @@
+// Command bench runs the routing-quality, gateway-overhead and concurrency benchmarks and
+// writes docs/benchmarks.{md,json} and the plots; `make bench` runs it. See internal/bench.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/bench"
+)
+
+func main() {
+	cfg := bench.Config{Log: os.Stderr}
+	var rates, strategies, workloads string
+	flag.StringVar(&cfg.Root, "root", ".", "Repository root (bin/, hack/, config/).")
+	flag.StringVar(&cfg.OutDir, "out", "docs", "Directory of benchmarks.md, benchmarks.json and the plots.")
+	flag.StringVar(&cfg.StateDir, "state", "bin/bench-state", "Directory of the logs and of the private control plane's state.")
+	flag.StringVar(&cfg.GoBin, "go", "", "The go command for the go test benchmarks (default: go from PATH).")
+	flag.IntVar(&cfg.Engines, "engines", 8, "Number of engine-sim engines.")
+	flag.IntVar(&cfg.EngineIPBase, "engine-ip-base", 31, "Engine i listens on 127.0.0.(base+i):8000.")
+	flag.IntVar(&cfg.KVBlocks, "kv-blocks", 1024, "KV-cache blocks per engine.")
+	flag.IntVar(&cfg.BlockSize, "block-size", 16, "Tokens per KV-cache block.")
+	flag.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 8, "Maximum running requests per engine.")
+	flag.Float64Var(&cfg.TimeScale, "time-scale", 1, "engine-sim --time-scale (multiplier of every simulated delay).")
+	flag.StringVar(&rates, "rates", "10,30,50", "Comma-separated request rates (req/s) of every workload and strategy.")
+	flag.DurationVar(&cfg.Duration, "duration", 6*time.Second, "Arrival window of one load point.")
+	flag.Uint64Var(&cfg.Seed, "seed", 1, "Seed of the arrivals and the prompts.")
+	flag.StringVar(&strategies, "strategies", "", "Comma-separated subset of strategies (default: all).")
+	flag.StringVar(&workloads, "workloads", "", "Comma-separated subset of workloads: shared-prefix, no-sharing, hot-prefix (default: all).")
+	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver.")
+	flag.IntVar(&cfg.EtcdPort, "etcd-port", 12379, "Client port of the private etcd (the peer port is the next one).")
+	flag.BoolVar(&cfg.SkipGoBench, "skip-go-bench", false, "Skip the gateway-overhead and concurrency go test benchmarks.")
+	flag.StringVar(&cfg.GatewayBenchtime, "gateway-benchtime", "1000x", "-benchtime of BenchmarkGatewayOverhead.")
+	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkRoute/.*/endpoints=1000$", "-bench pattern of the concurrency micro-benchmarks.")
+	flag.StringVar(&cfg.MicroBenchtime, "micro-benchtime", "200ms", "-benchtime of the concurrency micro-benchmarks.")
+	render := flag.String("render", "", "Only re-render the report and plots from this benchmarks.json into -out; run nothing.")
+	flag.Parse()
+
+	var err error
+	if cfg.Rates, err = parseRates(rates); err != nil {
+		fail(err)
+	}
+	cfg.Strategies, cfg.Workloads = list(strategies), list(workloads)
+	if cfg.Root, err = filepath.Abs(cfg.Root); err != nil {
+		fail(err)
+	}
+	cfg.OutDir, cfg.StateDir = under(cfg.Root, cfg.OutDir), under(cfg.Root, cfg.StateDir)
+	if cfg.GoBin == "" {
+		if cfg.GoBin, err = exec.LookPath("go"); err != nil {
+			cfg.GoBin = "/usr/local/go/bin/go"
+		}
+	}
+
+	if *render != "" {
+		if err := rerender(*render, cfg.OutDir); err != nil {
+			fail(err)
+		}
+		return
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if _, err := bench.Run(ctx, cfg); err != nil {
+		stop()
+		fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "[bench] done in %s: %s\n", time.Since(start).Round(time.Second), filepath.Join(cfg.OutDir, "benchmarks.md"))
+}
+
+// rerender rewrites the report of the results in jsonPath into outDir.
+func rerender(jsonPath, outDir string) error {
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var res bench.Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("read %s: %w", jsonPath, err)
+	}
+	return bench.WriteReport(&res, outDir)
+}
+
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range list(s) {
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-rates: %q is not a positive number", f)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-rates: no rate given")
+	}
+	return out, nil
+}
+
+func list(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func under(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "[bench] ERROR: %v\n", err)
+	os.Exit(1)
+}

@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// PointResult is the outcome of one workload × strategy × rate load point.
+type PointResult struct {
+	Workload string  `json:"workload"`
+	Strategy string  `json:"strategy"`
+	Rate     float64 `json:"rate_rps"`
+	// Duration is the arrival window in seconds; requests still running at its end are
+	// waited for.
+	Duration  float64        `json:"duration_s"`
+	Sent      int            `json:"sent"`
+	Completed int            `json:"completed"`
+	Failed    int            `json:"failed"`
+	Errors    map[string]int `json:"errors,omitempty"`
+	// TTFT is the time from sending a streaming request to its first content chunk.
+	TTFT Summary `json:"ttft"`
+	// E2E is the time from sending a request to the end of its stream.
+	E2E Summary `json:"e2e"`
+	// Throughput is completed requests per second from the first send to the last end.
+	Throughput float64 `json:"throughput_rps"`
+	// TokenThroughput is streamed output tokens per second over the same span.
+	TokenThroughput float64 `json:"output_tokens_per_s"`
+	// HitRate is the engines' prefix-cache hits / queries (tokens) during the point, from
+	// vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total.
+	HitRate       float64 `json:"prefix_cache_hit_rate"`
+	PrefixQueries float64 `json:"prefix_cache_queries"`
+	PrefixHits    float64 `json:"prefix_cache_hits"`
+	// Spread is the per-engine count of completed requests (vllm:request_success_total).
+	Spread Spread `json:"load_spread"`
+}
+
+// outcome is what one request measured.
+type outcome struct {
+	ttft, e2e time.Duration
+	end       time.Time
+	tokens    int
+	err       string // empty on success
+}
+
+type chatBody struct {
+	Model     string    `json:"model"`
+	Stream    bool      `json:"stream"`
+	MaxTokens int       `json:"max_tokens"`
+	Messages  []Message `json:"messages"`
+}
+
+// runPoint drives the fleet through strategy's route with workload at rate for duration.
+func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate float64, duration time.Duration, seed uint64) (PointResult, error) {
+	res := PointResult{Workload: w.Name, Strategy: strategy, Rate: rate, Duration: duration.Seconds()}
+	schedule := PoissonSchedule(rate, duration, seed)
+	// Same seed for every strategy: each sees the same arrivals and request shapes. The salt
+	// makes the texts unique per point, so no point profits from another's cached blocks.
+	salt := fmt.Sprintf("[%s/%s/%g/%d]", w.Name, strategy, rate, seed)
+	reqs := w.Generate(rand.New(rand.NewPCG(seed, 0xb0d1e5)), len(schedule), salt)
+	bodies := make([][]byte, len(reqs))
+	for i, r := range reqs {
+		b, err := json.Marshal(chatBody{Model: benchModel, Stream: true, MaxTokens: r.MaxTokens, Messages: r.Messages})
+		if err != nil {
+			return res, fmt.Errorf("encode request: %w", err)
+		}
+		bodies[i] = b
+	}
+
+	before, err := f.scrapeCounters(ctx)
+	if err != nil {
+		return res, err
+	}
+	outcomes := make([]outcome, len(schedule))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, off := range schedule {
+		if d := time.Until(start.Add(off)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				wg.Wait()
+				return res, ctx.Err()
+			}
+		}
+		wg.Go(func() { outcomes[i] = f.send(ctx, strategy, bodies[i]) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	after, err := f.scrapeCounters(ctx)
+	if err != nil {
+		return res, err
+	}
+
+	var ttfts, e2es []time.Duration
+	last := start
+	tokens := 0
+	for _, o := range outcomes {
+		res.Sent++
+		if o.err != "" {
+			res.Failed++
+			if res.Errors == nil {
+				res.Errors = map[string]int{}
+			}
+			res.Errors[o.err]++
+			continue
+		}
+		res.Completed++
+		ttfts = append(ttfts, o.ttft)
+		e2es = append(e2es, o.e2e)
+		tokens += o.tokens
+		if o.end.After(last) {
+			last = o.end
+		}
+	}
+	res.TTFT, res.E2E = Summarize(ttfts), Summarize(e2es)
+	if span := last.Sub(start).Seconds(); span > 0 {
+		res.Throughput = float64(res.Completed) / span
+		res.TokenThroughput = float64(tokens) / span
+	}
+	perEngine := make([]float64, len(f.engines))
+	for i := range f.engines {
+		res.PrefixQueries += after[i].queries - before[i].queries
+		res.PrefixHits += after[i].hits - before[i].hits
+		perEngine[i] = after[i].requests - before[i].requests
+	}
+	if res.PrefixQueries > 0 {
+		res.HitRate = res.PrefixHits / res.PrefixQueries
+	}
+	res.Spread = NewSpread(perEngine)
+	return res, nil
+}
+
+// send posts one streaming chat completion and measures it.
+func (f *fleet) send(ctx context.Context, strategy string, body []byte) outcome {
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.gatewayURL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return outcome{err: "request: " + err.Error()}
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set(strategyHeader, strategy)
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return outcome{err: "transport error"}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return outcome{err: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+	}
+	o := outcome{}
+	r := bufio.NewReaderSize(resp.Body, 16<<10)
+	done := false
+	for {
+		line, err := r.ReadSlice('\n')
+		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+			data = bytes.TrimSpace(data)
+			if string(data) == "[DONE]" {
+				done = true
+			} else if chunkHasContent(data) {
+				if o.tokens == 0 {
+					o.ttft = time.Since(t0)
+				}
+				o.tokens++
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	o.end = time.Now()
+	o.e2e = o.end.Sub(t0)
+	if !done || o.tokens == 0 {
+		return outcome{err: "incomplete stream"}
+	}
+	return o
+}
+
+// chunkHasContent reports whether a streamed chat chunk carries generated text (the first
+// chunk only announces the assistant role).
+func chunkHasContent(data []byte) bool {
+	var c struct {
+		Choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return false
+	}
+	for _, ch := range c.Choices {
+		if ch.Delta.Content != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// engineCounters are the cumulative counters the benchmark reads from one engine.
+type engineCounters struct {
+	queries, hits, requests float64
+}
+
+func (f *fleet) scrapeCounters(ctx context.Context) ([]engineCounters, error) {
+	out := make([]engineCounters, len(f.engines))
+	for i, e := range f.engines {
+		text, err := f.scrape(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = parseCounters(text); err != nil {
+			return nil, fmt.Errorf("engine %s: %w", e, err)
+		}
+	}
+	return out, nil
+}
+
+// parseCounters reads the prefix-cache and request counters from a vLLM metrics text.
+func parseCounters(text []byte) (engineCounters, error) {
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(text)))
+	if err != nil {
+		return engineCounters{}, fmt.Errorf("parse metrics: %w", err)
+	}
+	sum := func(name string) float64 {
+		total := 0.0
+		if mf, ok := families[name]; ok {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+		return total
+	}
+	return engineCounters{
+		queries:  sum("vllm:prefix_cache_queries_total"),
+		hits:     sum("vllm:prefix_cache_hits_total"),
+		requests: sum("vllm:request_success_total"),
+	}, nil
+}
