@@ -132,7 +132,7 @@ func renderHeadline(w writef, res *Results) {
 	}
 	for _, c := range gatewayCases(res.GatewayOverhead) {
 		if c.prompt == "short" {
-			lines = append(lines, fmt.Sprintf("- Gateway overhead, short prompt, stream=%s: +%.2f ms at p50, +%.2f ms at p99 over the engine directly.",
+			lines = append(lines, fmt.Sprintf("- Gateway overhead, short prompt, stream=%s: %+.2f ms at p50, %+.2f ms at p99 over the engine directly.",
 				c.stream, c.gateway["p50-ms"]-c.direct["p50-ms"], c.gateway["p99-ms"]-c.direct["p99-ms"]))
 		}
 	}
