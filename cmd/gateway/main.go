@@ -11,7 +11,6 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -99,10 +98,7 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drai
 		}
 	}
 	// 6. Probes: alive once started, ready once the cache holds the cluster's state.
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("cache", view.ReadyCheck); err != nil {
+	if err := view.AddProbes(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

@@ -10,7 +10,6 @@ import (
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -83,10 +82,7 @@ func run(o options) error {
 		return fmt.Errorf("set up Gateway API status controller: %w", err)
 	}
 	// 6. Probes: alive once started, ready once the cache holds the cluster's state.
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("cache", view.ReadyCheck); err != nil {
+	if err := view.AddProbes(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -75,10 +74,7 @@ func run(c config) error {
 		return fmt.Errorf("add metadata API server: %w", err)
 	}
 	// 4. Probes: alive once started, ready once the cache holds the cluster's state.
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("cache", view.ReadyCheck); err != nil {
+	if err := view.AddProbes(mgr); err != nil {
 		return err
 	}
 	// 5. Run until SIGTERM or SIGINT.

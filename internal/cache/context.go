@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -69,6 +70,18 @@ func (s Sync) WaitForSync(ctx context.Context) error {
 func (s Sync) ReadyCheck(*http.Request) error {
 	if !s.Synced() {
 		return errors.New("metadata cache not synced")
+	}
+	return nil
+}
+
+// AddProbes registers the process's health probes on mgr: /healthz passes once the
+// manager runs, /readyz once the initial listing has been applied.
+func (s Sync) AddProbes(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("cache", s.ReadyCheck); err != nil {
+		return fmt.Errorf("add readyz check: %w", err)
 	}
 	return nil
 }
