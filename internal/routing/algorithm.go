@@ -91,3 +91,24 @@ func ArgMax(scores []float64, rnd Random) int {
 	}
 	return best
 }
+
+// RankUnknownLast sets the score of every candidate without fresh metrics to one less
+// than the lowest score of the candidates with metrics, so that unknown candidates rank
+// last while every score stays finite (a weighted policy normalises them). Scorers call
+// it after scoring the known candidates; it leaves scores untouched when none is known.
+func RankUnknownLast(cands []Candidate, scores []float64) {
+	lowest, known := 0.0, false
+	for i, c := range cands {
+		if c.Metrics != nil && (!known || scores[i] < lowest) {
+			lowest, known = scores[i], true
+		}
+	}
+	if !known {
+		return
+	}
+	for i, c := range cands {
+		if c.Metrics == nil {
+			scores[i] = lowest - 1
+		}
+	}
+}

@@ -46,16 +46,19 @@ func TestRoutingContextManyWaitersLateResolution(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 1)
 	rc := fleet.Context(routing.Request{})
 	const waiters = 64
+	type outcome struct {
+		target *routing.Target
+		err    error
+	}
+	outcomes := make(chan outcome, waiters)
 	var wg sync.WaitGroup
-	var got atomic.Int64
 	target := reserveTarget(t, fleet, 0)
 	started := make(chan struct{}, waiters)
 	for range waiters {
 		wg.Go(func() {
 			started <- struct{}{}
-			if tg, err := rc.Wait(); err == nil && tg == target {
-				got.Add(1)
-			}
+			tg, err := rc.Wait()
+			outcomes <- outcome{tg, err}
 		})
 	}
 	for range waiters {
@@ -64,13 +67,14 @@ func TestRoutingContextManyWaitersLateResolution(t *testing.T) {
 	// Settle from several goroutines at once: exactly one wins.
 	var wins atomic.Int64
 	var settlers sync.WaitGroup
+	loser := errors.New("loser")
 	for i := range 8 {
 		settlers.Go(func() {
 			var won bool
 			if i == 0 {
 				won = rc.Resolve(target)
 			} else {
-				won = rc.Reject(errors.New("loser"))
+				won = rc.Reject(loser)
 			}
 			if won {
 				wins.Add(1)
@@ -79,11 +83,24 @@ func TestRoutingContextManyWaitersLateResolution(t *testing.T) {
 	}
 	settlers.Wait()
 	wg.Wait()
+	close(outcomes)
 	if wins.Load() != 1 {
 		t.Fatalf("%d settlements won, want 1", wins.Load())
 	}
-	if _, err := rc.TryResult(); err == nil && got.Load() != waiters {
-		t.Errorf("%d of %d waiters saw the resolution", got.Load(), waiters)
+	// Whichever settlement won, every waiter saw exactly that one.
+	final, finalErr := rc.TryResult()
+	if (final == nil) == (finalErr == nil) || (finalErr != nil && !errors.Is(finalErr, loser)) {
+		t.Fatalf("TryResult() = %v, %v; want the target or the losers' error", final, finalErr)
+	}
+	n := 0
+	for o := range outcomes {
+		n++
+		if o.target != final || o.err != finalErr {
+			t.Errorf("a waiter saw %v, %v; the context settled with %v, %v", o.target, o.err, final, finalErr)
+		}
+	}
+	if n != waiters {
+		t.Errorf("%d of %d waiters returned", n, waiters)
 	}
 }
 

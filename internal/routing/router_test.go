@@ -2,10 +2,12 @@ package routing_test
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 )
@@ -134,5 +136,20 @@ func TestSelectAndReserveBurst(t *testing.T) {
 		if n := fleet.Pod(i).Load().InFlight(); n < 99 || n > 101 {
 			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
 		}
+	}
+}
+
+func TestRankUnknownLast(t *testing.T) {
+	known := &endpoint.Metrics{}
+	cands := []routing.Candidate{{Metrics: known}, {}, {Metrics: known}}
+	scores := []float64{-2, 99, 5}
+	routing.RankUnknownLast(cands, scores)
+	if want := []float64{-2, -3, 5}; !slices.Equal(scores, want) {
+		t.Errorf("scores = %v, want %v", scores, want)
+	}
+	none := []float64{7, 8, 9}
+	routing.RankUnknownLast(make([]routing.Candidate, 3), none)
+	if want := []float64{7, 8, 9}; !slices.Equal(none, want) {
+		t.Errorf("with no known candidate, scores = %v, want them untouched", none)
 	}
 }

@@ -90,24 +90,16 @@ func projectedUsage(rc *routing.RoutingContext, c routing.Candidate) float64 {
 // routing.ErrUndecided, leaving scores unspecified, when no candidate has fresh metrics.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
 	known := false
-	lowest := 0.0
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
 		}
 		scores[i] = 1 - projectedUsage(rc, c)
-		if !known || scores[i] < lowest {
-			lowest = scores[i]
-		}
 		known = true
 	}
 	if !known {
 		return routing.ErrUndecided
 	}
-	for i, c := range cands {
-		if c.Metrics == nil {
-			scores[i] = lowest - 1
-		}
-	}
+	routing.RankUnknownLast(cands, scores)
 	return nil
 }

@@ -1,8 +1,6 @@
 package leastlatency
 
 import (
-	"math"
-
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -47,7 +45,6 @@ func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scor
 	if rc.MaxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	lowest := math.Inf(1)
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
@@ -57,13 +54,8 @@ func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scor
 			p = fleet
 		}
 		scores[i] = -p.latency(c, promptTokens, maxTokens)
-		lowest = min(lowest, scores[i])
 	}
-	for i, c := range cands {
-		if c.Metrics == nil {
-			scores[i] = lowest - 1
-		}
-	}
+	routing.RankUnknownLast(cands, scores)
 	return nil
 }
 

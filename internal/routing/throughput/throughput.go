@@ -1,7 +1,6 @@
 package throughput
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +76,6 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 	if busy > 0 {
 		perRequest /= float64(busy)
 	}
-	lowest := math.Inf(1)
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
@@ -95,13 +93,8 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 		} else {
 			scores[i] = -(c.Metrics.Running + inFlight)
 		}
-		lowest = min(lowest, scores[i])
 	}
-	for i, c := range cands {
-		if c.Metrics == nil {
-			scores[i] = lowest - 1
-		}
-	}
+	routing.RankUnknownLast(cands, scores)
 	return nil
 }
 
