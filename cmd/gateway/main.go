@@ -5,11 +5,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -19,24 +21,32 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
 
 func main() {
 	var (
-		metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr, defaultStrategy string
-		gw                                                                          gateway.Options
-		scrape                                                                      cache.ScrapeOptions
-		drain                                                                       time.Duration
+		metricsAddr, probeAddr, pprofAddr, listenHost, defaultStrategy string
+		gw                                                             gateway.Options
+		scrape                                                         cache.ScrapeOptions
+		drain                                                          time.Duration
+		picker                                                         pickerFlags
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8081", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "Address of /healthz and /readyz.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints; empty disables them.")
-	flag.StringVar(&extProcAddr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
-	flag.StringVar(&listenHost, "listen-host", "", "Host the Gateway listeners bind; empty binds every interface.")
-	flag.StringVar(&defaultStrategy, "default-strategy", string(v1alpha1.StrategyLeastRequest), "Strategy of route rules without a RoutingPolicy filter.")
-	flag.Int64Var(&gw.MaxBodyBytes, "max-body-bytes", 16<<20, "Largest accepted request body.")
+	flag.StringVar(&picker.addr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
+	flag.StringVar(&picker.namespace, "ext-proc-namespace", "", "Namespace of the engine pods the ext_proc picker chooses from; required with --ext-proc-bind-address.")
+	flag.StringVar(&picker.selector, "ext-proc-pod-selector", "", "Label selector of the engine pods the ext_proc picker chooses from, such as app=llama; empty selects every engine pod of --ext-proc-namespace.")
+	flag.StringVar(&listenHost, "listen-host", "", "Host to bind every Gateway's listener ports on instead of each Gateway's own address (for a replica that cannot hold those addresses); empty binds each Gateway's address.")
+	flag.StringVar(&defaultStrategy, "default-strategy", string(v1alpha1.StrategyLeastRequest), "Strategy of the ext_proc endpoint picker.")
+	flag.Int64Var(&gw.Inbound.MaxBodyBytes, "max-body-bytes", inbound.DefaultMaxBodyBytes, "Largest accepted request body (413 beyond).")
+	flag.IntVar(&gw.Inbound.MaxHeaderBytes, "max-header-bytes", inbound.DefaultMaxHeaderBytes, "Largest accepted request header block (431 beyond).")
+	flag.DurationVar(&gw.Inbound.ReadHeaderTimeout, "read-header-timeout", inbound.DefaultReadHeaderTimeout, "Longest wait for a request's headers.")
+	flag.DurationVar(&gw.Inbound.BodyReadTimeout, "body-read-timeout", inbound.DefaultBodyReadTimeout, "Longest wait for a whole request body that the gateway reads (408 beyond).")
+	flag.DurationVar(&gw.Inbound.IdleTimeout, "idle-timeout", inbound.DefaultIdleTimeout, "Longest a keep-alive connection may stay idle.")
 	flag.DurationVar(&gw.UpstreamTimeout, "upstream-timeout", 5*time.Minute, "Longest wait for an engine's response headers.")
 	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
@@ -49,7 +59,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	gw.DefaultStrategy = v1alpha1.Strategy(defaultStrategy)
 
-	if err := run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr, drain, gw, scrape); err != nil {
+	if err := run(metricsAddr, probeAddr, pprofAddr, listenHost, picker, drain, gw, scrape); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
@@ -57,7 +67,11 @@ func main() {
 
 // run wires the gateway: a manager whose informers feed the gateway's cache context,
 // the request path on the Gateways' listeners, the ext_proc picker and health probes.
-func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drain time.Duration, opts gateway.Options, scrape cache.ScrapeOptions) error {
+func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlags, drain time.Duration, opts gateway.Options, scrape cache.ScrapeOptions) error {
+	scope, err := picker.scope()
+	if err != nil {
+		return err
+	}
 	s, err := scheme.New()
 	if err != nil {
 		return err
@@ -83,7 +97,7 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drai
 		Picker(opts.DefaultStrategy, &v1alpha1.RoutingPolicySpec{Strategy: opts.DefaultStrategy}); err != nil {
 		return fmt.Errorf("--default-strategy: %w", err)
 	}
-	// 4. The request path on the Gateways' HTTP listeners.
+	// 4. The request path on the Gateways' HTTP listeners, each Gateway on its address.
 	g := gateway.New(view, opts)
 	if err := g.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register gateway metrics: %w", err)
@@ -91,9 +105,10 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drai
 	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: listenHost, DrainTimeout: drain})); err != nil {
 		return fmt.Errorf("add listeners: %w", err)
 	}
-	// 5. The Envoy ext_proc endpoint picker, if asked for.
-	if extProcAddr != "" {
-		if err := mgr.Add(extproc.NewServer(g, extproc.Options{MaxBodyBytes: opts.MaxBodyBytes}).Runnable(extProcAddr)); err != nil {
+	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope.
+	if picker.addr != "" {
+		server := extproc.NewServer(g.Picker(scope), extproc.Options{MaxBodyBytes: opts.Inbound.MaxBodyBytes})
+		if err := mgr.Add(server.Runnable(picker.addr)); err != nil {
 			return fmt.Errorf("add ext_proc server: %w", err)
 		}
 	}
@@ -102,4 +117,25 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost, extProcAddr string, drai
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// pickerFlags are the flags of the ext_proc endpoint picker.
+type pickerFlags struct {
+	addr, namespace, selector string
+}
+
+// scope returns the picker's scope, or an error naming the flag that is missing or
+// invalid when the picker is enabled.
+func (f pickerFlags) scope() (gateway.PickScope, error) {
+	if f.addr == "" {
+		return gateway.PickScope{}, nil
+	}
+	if f.namespace == "" {
+		return gateway.PickScope{}, errors.New("--ext-proc-namespace is required with --ext-proc-bind-address: the picker never chooses outside an explicit scope")
+	}
+	sel, err := labels.Parse(f.selector)
+	if err != nil {
+		return gateway.PickScope{}, fmt.Errorf("--ext-proc-pod-selector: %w", err)
+	}
+	return gateway.PickScope{Namespace: f.namespace, Selector: sel}, nil
 }

@@ -25,6 +25,7 @@ type options struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
 	leaderElectionNamespace string
+	addressPool             *gatewaystatus.AddressPool
 }
 
 func main() {
@@ -34,10 +35,19 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one active manager among replicas with a Lease.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "switchboard-system",
 		"Namespace of the leader-election Lease (outside a cluster it must be set).")
+	pool := gatewaystatus.DefaultAddressPool
+	flag.Func("gateway-address-pool",
+		"Addresses for Gateways without spec.addresses: a CIDR prefix (127.0.1.0/24) or a range first-last (default "+pool+").",
+		func(s string) error { pool = s; return nil })
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	var err error
+	if o.addressPool, err = gatewaystatus.ParseAddressPool(pool); err != nil {
+		fmt.Fprintln(os.Stderr, "manager: invalid --gateway-address-pool:", err)
+		os.Exit(2)
+	}
 
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -77,8 +87,9 @@ func run(o options) error {
 	if err := (&policystatus.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up RoutingPolicy status controller: %w", err)
 	}
-	// 5. Gateway API status for Switchboard's GatewayClass, its Gateways and HTTPRoutes.
-	if err := (&gatewaystatus.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	// 5. Gateway API status for Switchboard's GatewayClass, its Gateways and HTTPRoutes,
+	// and the addresses of Gateways without spec.addresses.
+	if err := (&gatewaystatus.Reconciler{Client: mgr.GetClient(), AddressPool: o.addressPool}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Gateway API status controller: %w", err)
 	}
 	// 6. Probes: alive once started, ready once the cache holds the cluster's state.

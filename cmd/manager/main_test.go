@@ -38,10 +38,7 @@ func TestManagerBinary(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "switchboard-system"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		pod,
-		&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
-			Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "llama"}, Ports: []corev1.ServicePort{{Port: 8000}}},
-		},
+		testenv.EngineService(ns, "llama", map[string]string{"app": "llama"}),
 		&gatewayv1.GatewayClass{
 			ObjectMeta: metav1.ObjectMeta{Name: "switchboard"},
 			Spec:       gatewayv1.GatewayClassSpec{ControllerName: "switchboard.dev/gateway-controller"},

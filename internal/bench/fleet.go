@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -110,7 +111,7 @@ func (f *fleet) up(ctx context.Context) error {
 	}
 	f.logf("starting the gateway (listener %s)", f.gatewayURL)
 	f.gateway, err = startProcess("gateway", f.logPath("gateway"), nil, filepath.Join(f.cfg.Root, "bin", "gateway"),
-		"--kubeconfig", f.kubeconfig, "--listen-host", "127.0.0.1",
+		"--kubeconfig", f.kubeconfig,
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
 		"--zap-log-level", "error")
 	if err != nil {
@@ -261,14 +262,15 @@ func (f *fleet) createObjects(ctx context.Context, listener string) error {
 		},
 		&gatewayv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "switchboard-bench", Listeners: []gatewayv1.Listener{{
-				Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
-			}}},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "switchboard-bench",
+				Addresses: []gatewayv1.GatewaySpecAddress{{Value: "127.0.0.1"}}, Listeners: []gatewayv1.Listener{{
+					Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
+				}}},
 		},
 		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "engines"},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": engineLabel},
-				Ports: []corev1.ServicePort{{Name: "http", Port: 8000}}},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromString("http")}}},
 		},
 	}
 	for _, p := range policies() {
@@ -305,11 +307,13 @@ func (f *fleet) createObjects(ctx context.Context, listener string) error {
 	}
 	for i, addr := range f.engines {
 		host, port, _ := net.SplitHostPort(addr)
+		portNumber, _ := strconv.Atoi(port)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("engine-%d", i), Labels: map[string]string{
 				"app": engineLabel, "switchboard.dev/model": benchModel, "switchboard.dev/port": port,
 			}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
+				Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: int32(portNumber)}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 		}
 		if err := f.client.Create(ctx, pod); err != nil {

@@ -119,8 +119,12 @@ type Gateway struct {
 
 	// Policies are the RoutingPolicies.
 	Policies *Store[*v1alpha1.RoutingPolicy]
-	// Services are the Services, reduced to their selectors.
+	// Services are the Services, reduced to their selectors and ports.
 	Services *Store[Service]
+	// ReferenceGrants are the ReferenceGrants.
+	ReferenceGrants *Store[*gatewayv1.ReferenceGrant]
+	// Namespaces are the labels of each Namespace, keyed by {Name: namespace}.
+	Namespaces *Store[map[string]string]
 	// Routes are the HTTPRoutes.
 	Routes *Store[*gatewayv1.HTTPRoute]
 	// Gateways are the Gateways.
@@ -163,27 +167,30 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 	return &Metadata{Reader: c.Reader, Sync: sync, scraper: scraper, staleAfter: opts.StaleAfter}, nil
 }
 
-// InitForGateway builds the gateway's cache context on mgr: Pod, ModelAdapter,
-// RoutingPolicy, Service, HTTPRoute, Gateway and GatewayClass feeds and the metrics
-// scraper. The
-// context starts with mgr.
+// InitForGateway builds the gateway's cache context on mgr: Pod (every Pod, for plain
+// Gateway API backends, not only engine Pods), ModelAdapter, RoutingPolicy, Service,
+// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds and the metrics
+// scraper (of engine Pods only). The context starts with mgr.
 func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	c := New()
 	g := &Gateway{
-		Reader:         c.Reader,
-		Policies:       new(Store[*v1alpha1.RoutingPolicy]),
-		Services:       new(Store[Service]),
-		Routes:         new(Store[*gatewayv1.HTTPRoute]),
-		Gateways:       new(Store[*gatewayv1.Gateway]),
-		GatewayClasses: new(Store[*gatewayv1.GatewayClass]),
-		scraper:        NewScraper(c, opts.Scrape),
-		staleAfter:     opts.StaleAfter,
+		Reader:          c.Reader,
+		Policies:        new(Store[*v1alpha1.RoutingPolicy]),
+		Services:        new(Store[Service]),
+		Routes:          new(Store[*gatewayv1.HTTPRoute]),
+		Gateways:        new(Store[*gatewayv1.Gateway]),
+		GatewayClasses:  new(Store[*gatewayv1.GatewayClass]),
+		ReferenceGrants: new(Store[*gatewayv1.ReferenceGrant]),
+		Namespaces:      new(Store[map[string]string]),
+		scraper:         NewScraper(c, opts.Scrape),
+		staleAfter:      opts.StaleAfter,
 	}
 	feeds := []kindFeed{
-		podFeed(c), adapterFeed(c), policyFeed(g.Policies),
+		backendPodFeed(c), adapterFeed(c), policyFeed(g.Policies),
 		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),
-		gatewayClassFeed(g.GatewayClasses),
+		gatewayClassFeed(g.GatewayClasses), referenceGrantFeed(g.ReferenceGrants),
+		namespaceFeed(g.Namespaces),
 	}
 	var err error
 	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {

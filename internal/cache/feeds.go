@@ -18,13 +18,31 @@ import (
 // podFeed mirrors engine Pods, those labelled switchboard.dev/model, into c. A Pod that
 // loses the label, or carries an invalid engine or port label, is removed.
 func podFeed(c *Cache) *feed[*corev1.Pod] {
+	f := anyPodFeed(c, EndpointFromPod)
+	f.predicates = []predicate.Predicate{EnginePods}
+	return f
+}
+
+// backendPodFeed mirrors every Pod into c: engine Pods as podFeed does, any other Pod as
+// an endpoint without a model, which Services select for plain Gateway API routing.
+func backendPodFeed(c *Cache) *feed[*corev1.Pod] {
+	return anyPodFeed(c, func(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
+		if _, ok := pod.Labels[v1alpha1.LabelModel]; ok {
+			return EndpointFromPod(pod)
+		}
+		return plainEndpoint(pod), true, nil
+	})
+}
+
+// anyPodFeed mirrors the Pods for which toEndpoint reports true into c.
+func anyPodFeed(c *Cache, toEndpoint func(*corev1.Pod) (endpoint.Endpoint, bool, error)) *feed[*corev1.Pod] {
 	return &feed[*corev1.Pod]{
 		kind:      "pod",
 		newObject: func() *corev1.Pod { return new(corev1.Pod) },
 		newList:   func() client.ObjectList { return new(corev1.PodList) },
 		apply: func(pod *corev1.Pod) error {
 			key := endpoint.Key{Namespace: pod.Namespace, Name: pod.Name}
-			ep, ok, err := EndpointFromPod(pod)
+			ep, ok, err := toEndpoint(pod)
 			if err != nil || !ok {
 				c.DeletePod(key)
 				return err
@@ -35,7 +53,6 @@ func podFeed(c *Cache) *feed[*corev1.Pod] {
 		remove: func(k types.NamespacedName) {
 			c.DeletePod(endpoint.Key{Namespace: k.Namespace, Name: k.Name})
 		},
-		predicates: []predicate.Predicate{EnginePods},
 	}
 }
 
@@ -80,16 +97,32 @@ func EndpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
 				v1alpha1.LabelPort, v)
 		}
 	}
+	ep := plainEndpoint(pod)
+	ep.Port, ep.BaseModel, ep.Engine = int32(port), model, engine
+	return ep, true, nil
+}
+
+// plainEndpoint returns the endpoint of pod without its engine labels.
+func plainEndpoint(pod *corev1.Pod) endpoint.Endpoint {
+	var named map[string]int32
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name != "" && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+				if named == nil {
+					named = make(map[string]int32)
+				}
+				named[p.Name] = p.ContainerPort
+			}
+		}
+	}
 	return endpoint.Endpoint{
 		Key:         endpoint.Key{Namespace: pod.Namespace, Name: pod.Name},
 		Address:     pod.Status.PodIP,
-		Port:        int32(port),
-		BaseModel:   model,
-		Engine:      engine,
+		NamedPorts:  named,
 		Labels:      pod.Labels,
 		Ready:       isRunningAndReady(pod),
 		Terminating: pod.DeletionTimestamp != nil,
-	}, true, nil
+	}
 }
 
 // isRunningAndReady reports whether pod is Running with condition Ready=True.
@@ -123,7 +156,7 @@ func adapterFeed(c *Cache) *feed[*v1alpha1.ModelAdapter] {
 	}
 }
 
-// serviceFeed mirrors Services, reduced to their selectors, into s.
+// serviceFeed mirrors Services, reduced to their selectors and ports, into s.
 func serviceFeed(s *Store[Service]) *feed[*corev1.Service] {
 	return &feed[*corev1.Service]{
 		kind:      "service",
@@ -179,4 +212,25 @@ func gatewayClassFeed(s *Store[*gatewayv1.GatewayClass]) *feed[*gatewayv1.Gatewa
 	return objectFeed("gatewayclass", s,
 		func() *gatewayv1.GatewayClass { return new(gatewayv1.GatewayClass) },
 		func() client.ObjectList { return new(gatewayv1.GatewayClassList) })
+}
+
+// referenceGrantFeed mirrors ReferenceGrants into s.
+func referenceGrantFeed(s *Store[*gatewayv1.ReferenceGrant]) *feed[*gatewayv1.ReferenceGrant] {
+	return objectFeed("referencegrant", s,
+		func() *gatewayv1.ReferenceGrant { return new(gatewayv1.ReferenceGrant) },
+		func() client.ObjectList { return new(gatewayv1.ReferenceGrantList) })
+}
+
+// namespaceFeed mirrors the labels of Namespaces into s, keyed by {Name: namespace}.
+func namespaceFeed(s *Store[map[string]string]) *feed[*corev1.Namespace] {
+	return &feed[*corev1.Namespace]{
+		kind:      "namespace",
+		newObject: func() *corev1.Namespace { return new(corev1.Namespace) },
+		newList:   func() client.ObjectList { return new(corev1.NamespaceList) },
+		apply: func(ns *corev1.Namespace) error {
+			s.set(types.NamespacedName{Name: ns.Name}, ns.Labels)
+			return nil
+		},
+		remove: s.remove,
+	}
 }

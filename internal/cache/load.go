@@ -58,15 +58,20 @@ func (Tracker) Reserve(m *Model, p *Pod, tokensIn int64) *Reservation {
 
 // TryReserve is Reserve if p has fewer than limit requests in flight, checked and
 // incremented in one atomic step; limit <= 0 means no limit. It reports false, and
-// reserves nothing, when p is at the limit.
+// reserves nothing, when p is at the limit. A nil m counts the request on p alone: a
+// plain Gateway API request, which names no model.
 func (Tracker) TryReserve(m *Model, p *Pod, limit, tokensIn int64) (*Reservation, bool) {
 	if !p.load.tryAcquire(limit) {
 		return nil, false
 	}
-	m.load.inFlight.Add(1)
 	p.load.tokensIn.Add(tokensIn)
-	m.load.tokensIn.Add(tokensIn)
-	return &Reservation{pod: p, model: m.load}, true
+	r := &Reservation{pod: p}
+	if m != nil {
+		m.load.inFlight.Add(1)
+		m.load.tokensIn.Add(tokensIn)
+		r.model = m.load
+	}
+	return r, true
 }
 
 // Queue records that a request started waiting for the target counted by l and returns a
@@ -89,12 +94,12 @@ func (t *Ticket) Done() {
 }
 
 // Reservation is one request's claim on an endpoint, counted on both the endpoint and the
-// model. Release may be called any number of times from any goroutine; only the first
+// model (on the endpoint alone for a request that names no model). Release may be called any number of times from any goroutine; only the first
 // call has an effect.
 type Reservation struct {
 	once  sync.Once
 	pod   *Pod
-	model *Load
+	model *Load // nil for a request that names no model
 }
 
 // Pod returns the reserved endpoint.
@@ -105,8 +110,10 @@ func (r *Reservation) Pod() *Pod { return r.pod }
 func (r *Reservation) Release(tokensOut int64) {
 	r.once.Do(func() {
 		for _, l := range [...]*Load{r.pod.load, r.model} {
-			l.tokensOut.Add(tokensOut)
-			l.inFlight.Add(-1)
+			if l != nil {
+				l.tokensOut.Add(tokensOut)
+				l.inFlight.Add(-1)
+			}
 		}
 	})
 }

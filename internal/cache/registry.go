@@ -80,6 +80,9 @@ type snapshot struct {
 	pods       [podShards]podShardMap
 	models     map[string]*Model
 	modelNames []string
+	// namespaces holds every pod of each namespace, sorted by name; each slice is
+	// replaced, never modified, when one of its pods changes.
+	namespaces map[string][]*Pod
 }
 
 // shardOf returns the pod shard holding k (FNV-1a of the key).
@@ -147,7 +150,7 @@ func New() *Cache {
 		modelLoads: make(map[string]*Load),
 	}
 	c.Reader = Reader{snap: &c.snap}
-	c.snap.Store(&snapshot{models: map[string]*Model{}})
+	c.snap.Store(&snapshot{models: map[string]*Model{}, namespaces: map[string][]*Pod{}})
 	return c
 }
 
@@ -171,6 +174,10 @@ func (r Reader) ListEndpoints(model string) []*Pod {
 	}
 	return m.Endpoints()
 }
+
+// NamespacePods returns every known pod of namespace ns, routable or not, sorted by name.
+// The slice is shared with every reader and MUST NOT be modified.
+func (r Reader) NamespacePods(ns string) []*Pod { return r.snap.Load().namespaces[ns] }
 
 // ListPods returns a fresh slice of every known pod, routable or not, in no particular
 // order.
@@ -260,7 +267,7 @@ func (c *Cache) DeleteAdapter(adapter endpoint.Key) {
 // now serves changed; the rest is shared with the current snapshot. The caller holds c.mu.
 func (c *Cache) publishPod(k endpoint.Key) {
 	prev := c.snap.Load()
-	next := &snapshot{pods: prev.pods, models: maps.Clone(prev.models), modelNames: prev.modelNames}
+	next := &snapshot{pods: prev.pods, models: maps.Clone(prev.models), modelNames: prev.modelNames, namespaces: maps.Clone(prev.namespaces)}
 	shard := shardOf(k)
 	next.pods[shard] = maps.Clone(prev.pods[shard])
 	if next.pods[shard] == nil {
@@ -268,7 +275,7 @@ func (c *Cache) publishPod(k endpoint.Key) {
 	}
 
 	affected := make(map[string]string) // model name -> base model
-	if old, ok := prev.pod(k); ok && old.Routable() {
+	if old, ok := prev.pod(k); ok && old.IsEngine() && old.Routable() {
 		affected[old.BaseModel] = old.BaseModel
 		for _, a := range old.Adapters {
 			affected[a] = old.BaseModel
@@ -282,12 +289,23 @@ func (c *Cache) publishPod(k endpoint.Key) {
 		p = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics}
 		rec.published = p
 		next.pods[shard][k] = p
-		if p.Routable() {
+		if p.IsEngine() && p.Routable() {
 			affected[p.BaseModel] = p.BaseModel
 			for _, a := range p.Adapters {
 				affected[a] = p.BaseModel
 			}
 		}
+	}
+
+	nsPods := slices.DeleteFunc(slices.Clone(prev.namespaces[k.Namespace]), func(q *Pod) bool { return q.Key == k })
+	if p != nil {
+		i, _ := slices.BinarySearchFunc(nsPods, k, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
+		nsPods = slices.Insert(nsPods, i, p)
+	}
+	if len(nsPods) == 0 {
+		delete(next.namespaces, k.Namespace)
+	} else {
+		next.namespaces[k.Namespace] = nsPods
 	}
 
 	namesChanged := false
@@ -296,7 +314,7 @@ func (c *Cache) publishPod(k endpoint.Key) {
 		if m, ok := prev.models[name]; ok {
 			eps = slices.DeleteFunc(slices.Clone(m.endpoints), func(q *Pod) bool { return q.Key == k })
 		}
-		if p != nil && p.Routable() && (p.BaseModel == name || slices.Contains(p.Adapters, name)) {
+		if p != nil && p.IsEngine() && p.Routable() && (p.BaseModel == name || slices.Contains(p.Adapters, name)) {
 			i, _ := slices.BinarySearchFunc(eps, k, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
 			eps = slices.Insert(eps, i, p)
 		}
@@ -360,7 +378,7 @@ func (c *Cache) publish() {
 		}
 	}
 
-	next := &snapshot{models: make(map[string]*Model)}
+	next := &snapshot{models: make(map[string]*Model), namespaces: make(map[string][]*Pod)}
 	for i := range next.pods {
 		next.pods[i] = make(podShardMap, len(c.pods)/podShards)
 	}
@@ -375,7 +393,8 @@ func (c *Cache) publish() {
 		}
 		p := rec.published
 		next.pods[shardOf(k)][k] = p
-		if !p.Routable() {
+		next.namespaces[k.Namespace] = append(next.namespaces[k.Namespace], p)
+		if !p.IsEngine() || !p.Routable() {
 			continue
 		}
 		c.addEndpoint(next.models, p.BaseModel, p.BaseModel, p)
@@ -384,6 +403,9 @@ func (c *Cache) publish() {
 		}
 	}
 
+	for _, pods := range next.namespaces {
+		slices.SortFunc(pods, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
+	}
 	next.modelNames = make([]string, 0, len(next.models))
 	for name, m := range next.models {
 		slices.SortFunc(m.endpoints, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })

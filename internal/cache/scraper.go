@@ -186,7 +186,7 @@ func (s *Scraper) Start(ctx context.Context) error {
 func (s *Scraper) round(ctx context.Context, inflight map[endpoint.Key]inflightScrape, done chan<- endpoint.Key) {
 	routable := make(map[endpoint.Key]*Pod)
 	for _, p := range s.cache.ListPods() {
-		if p.Routable() {
+		if p.IsEngine() && p.Routable() {
 			routable[p.Key] = p
 		}
 	}

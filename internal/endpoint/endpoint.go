@@ -1,6 +1,6 @@
 package endpoint
 
-// Key identifies a pod that serves as an engine endpoint.
+// Key identifies a pod that the gateway may send requests to.
 type Key struct {
 	// Namespace is the pod's namespace.
 	Namespace string
@@ -23,17 +23,26 @@ const (
 	EngineSGLang Engine = "sglang"
 )
 
-// Endpoint is the immutable description of one engine pod.
+// Endpoint is the immutable description of one pod the gateway may send requests to: an
+// engine pod (BaseModel set), or in the gateway's cache any other pod, which a Service can
+// select for plain Gateway API routing.
 //
-// Labels and Adapters are shared with every holder of the value and MUST NOT be modified.
+// Labels, NamedPorts and Adapters are shared with every holder of the value and MUST NOT be
+// modified.
 type Endpoint struct {
 	// Key is the pod's namespace and name.
 	Key Key
 	// Address is the pod IP; empty while the pod has none.
 	Address string
-	// Port is the serving port, which also serves /metrics.
+	// Port is the engine's serving port, which also serves /metrics: the
+	// switchboard.dev/port label, or 8000. Requests through a Service go to the port the
+	// Service resolves to instead.
 	Port int32
-	// BaseModel is the value of the switchboard.dev/model label.
+	// NamedPorts maps the names of the pod's container ports to their numbers, for
+	// Services whose targetPort is a name.
+	NamedPorts map[string]int32
+	// BaseModel is the value of the switchboard.dev/model label; empty for a pod that is
+	// not an engine.
 	BaseModel string
 	// Engine is the engine type from the switchboard.dev/engine label.
 	Engine Engine
@@ -46,6 +55,9 @@ type Endpoint struct {
 	// Adapters are the names of LoRA adapters loaded on this pod, sorted.
 	Adapters []string
 }
+
+// IsEngine reports whether the pod is an engine pod (labelled switchboard.dev/model).
+func (e *Endpoint) IsEngine() bool { return e.BaseModel != "" }
 
 // Routable reports whether requests may be sent to the endpoint: it is ready, not
 // terminating and has an address.

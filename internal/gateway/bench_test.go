@@ -71,10 +71,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 
 	listener := testenv.FreeAddr(b, "127.0.0.1")
 	class, gw := gatewayObjects(b, benchNamespace, listener)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
-		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "bench"}, Ports: []corev1.ServicePort{{Port: 8000}}},
-	}
+	svc := testenv.EngineService(benchNamespace, "bench", map[string]string{"app": "bench"})
 	route := &gatewayv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "bench"},
 		Spec: gatewayv1.HTTPRouteSpec{

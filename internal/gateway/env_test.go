@@ -13,7 +13,7 @@ import (
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
-	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
@@ -21,10 +21,10 @@ import (
 const waitTimeout = 15 * time.Second
 
 // gatewayObjects returns a GatewayClass of Switchboard's controller and a Gateway "gw"
-// in ns with one HTTP listener on the port of addr (host:port).
+// in ns asking for the address of addr (host:port), with one HTTP listener on its port.
 func gatewayObjects(t testing.TB, ns, addr string) (*gatewayv1.GatewayClass, *gatewayv1.Gateway) {
 	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
+	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +40,7 @@ func gatewayObjects(t testing.TB, ns, addr string) (*gatewayv1.GatewayClass, *ga
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
 		Spec: gatewayv1.GatewaySpec{
 			GatewayClassName: gatewayv1.ObjectName(class.Name),
+			Addresses:        []gatewayv1.GatewaySpecAddress{{Value: host}},
 			Listeners: []gatewayv1.Listener{{
 				Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
 			}},
@@ -49,7 +50,8 @@ func gatewayObjects(t testing.TB, ns, addr string) (*gatewayv1.GatewayClass, *ga
 }
 
 // runGateway runs a manager on c with the gateway's cache context and the gateway's
-// listeners on 127.0.0.1 until the test ends, and waits until the cache is synced.
+// listeners, each Gateway on its own address, until the test ends, and waits until the
+// cache is synced.
 func runGateway(t testing.TB, c *testenv.Cluster, opts gateway.Options) (*gateway.Gateway, *cache.Gateway) {
 	t.Helper()
 	var (
@@ -62,7 +64,7 @@ func runGateway(t testing.TB, c *testenv.Cluster, opts gateway.Options) (*gatewa
 			return err
 		}
 		g = gateway.New(view, opts)
-		return mgr.Add(g.Listeners(gateway.ListenerOptions{Host: "127.0.0.1", SyncInterval: 50 * time.Millisecond}))
+		return mgr.Add(g.Listeners(gateway.ListenerOptions{SyncInterval: 50 * time.Millisecond}))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

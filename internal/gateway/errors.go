@@ -52,6 +52,13 @@ func errQueueFull() *Error {
 func errInvalidFilter(msg string) *Error {
 	return &Error{http.StatusInternalServerError, "server_error", "invalid_route_filter", msg}
 }
+func errInvalidBackend(msg string) *Error {
+	return &Error{http.StatusInternalServerError, "server_error", "invalid_backend", msg}
+}
+func errNoReadyBackend() *Error {
+	return &Error{http.StatusServiceUnavailable, "server_error", "no_ready_endpoint",
+		"No ready endpoint of the route's backends can take the request."}
+}
 func errInternal(msg string) *Error {
 	return &Error{http.StatusInternalServerError, "server_error", "internal_error", msg}
 }

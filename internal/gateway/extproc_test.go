@@ -14,17 +14,18 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 )
 
-// pickOverExtProc serves g's endpoint picker over ext_proc on loopback and plays
-// Envoy's part for one request with body: it returns the destination the picker set,
-// and a done func that ends the response (which releases the reservation).
-func pickOverExtProc(t *testing.T, g *gateway.Gateway, body []byte) (destination string, done func()) {
+// pickOverExtProc serves g's endpoint picker for scope over ext_proc on loopback and
+// plays Envoy's part for one request with body: it returns the destination the picker
+// set (empty when it answered immediately), the immediate response's status, and a done
+// func that ends the response (which releases the reservation).
+func pickOverExtProc(t *testing.T, g *gateway.Gateway, scope gateway.PickScope, body []byte) (destination string, status int, done func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	extproc.NewServer(g, extproc.Options{}).Register(srv)
+	extproc.NewServer(g.Picker(scope), extproc.Options{}).Register(srv)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -61,10 +62,10 @@ func pickOverExtProc(t *testing.T, g *gateway.Gateway, body []byte) (destination
 			}
 		}
 		if ir := resp.GetImmediateResponse(); ir != nil {
-			t.Fatalf("picker answered %d: %s", ir.GetStatus().GetCode(), ir.GetBody())
+			return "", int(ir.GetStatus().GetCode()), func() {}
 		}
 	}
-	return destination, func() {
+	return destination, 0, func() {
 		_ = stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{EndOfStream: true},
 		}})

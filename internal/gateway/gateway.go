@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,8 +14,8 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
-	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
-	"github.com/switchboard-llm/switchboard/internal/openai"
+	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
@@ -34,10 +32,12 @@ const (
 
 // Options configure a Gateway.
 type Options struct {
-	// DefaultStrategy routes rules without a RoutingPolicy filter. Default least-request.
+	// DefaultStrategy is the strategy of the ext_proc endpoint picker (Pick), which
+	// serves no route. Default least-request.
 	DefaultStrategy v1alpha1.Strategy
-	// MaxBodyBytes bounds request bodies (413 beyond). Default 16 MiB.
-	MaxBodyBytes int64
+	// Inbound bounds what clients may send: header and body sizes and read timeouts
+	// (inbound.Limits defaults).
+	Inbound inbound.Limits
 	// UpstreamTimeout bounds the wait for the engine's response headers (504 beyond).
 	// Default 5 minutes.
 	UpstreamTimeout time.Duration
@@ -46,7 +46,8 @@ type Options struct {
 	DialTimeout time.Duration
 	// Limits bound the requests in flight per endpoint and queued per model.
 	Limits strategies.Limits
-	// Random breaks routing ties; nil means routing.DefaultRandom.
+	// Random breaks routing ties and draws weighted backends; nil means
+	// routing.DefaultRandom.
 	Random routing.Random
 }
 
@@ -55,14 +56,15 @@ func (o Options) withDefaults() Options {
 	if o.DefaultStrategy == "" {
 		o.DefaultStrategy = v1alpha1.StrategyLeastRequest
 	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 16 << 20
-	}
+	o.Inbound = o.Inbound.WithDefaults()
 	if o.UpstreamTimeout <= 0 {
 		o.UpstreamTimeout = 5 * time.Minute
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 2 * time.Second
+	}
+	if o.Random == nil {
+		o.Random = routing.DefaultRandom
 	}
 	return o
 }
@@ -72,13 +74,17 @@ func (o Options) withDefaults() Options {
 //
 // Synchronisation model: the request path reads the cache view (lock-free snapshots),
 // the compiled route table (an atomic.Pointer, rebuilt by whichever request first sees
-// the Gateway API stores change, under buildMu) and the routers (a sync.Map keyed by
+// the stores it is built from change, under buildMu) and the routers (a sync.Map keyed by
 // policy generation and strategy, built once per key).
 type Gateway struct {
 	view      *cache.Gateway
 	opts      Options
 	registry  *strategies.Registry
 	transport *http.Transport
+	// plain balances plain Gateway API rules by least request, without a queue.
+	plain routing.Router
+	// mirrors bounds the mirrored requests in flight; a mirror beyond it is dropped.
+	mirrors chan struct{}
 
 	metrics *metrics
 	log     logr.Logger
@@ -87,6 +93,9 @@ type Gateway struct {
 	buildMu sync.Mutex
 	routers sync.Map // routerKey -> routing.Router
 }
+
+// maxMirrorsInFlight bounds the RequestMirror copies in flight at once.
+const maxMirrorsInFlight = 256
 
 // New returns a Gateway reading view.
 func New(view *cache.Gateway, opts Options) *Gateway {
@@ -97,6 +106,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		opts:    opts,
 		metrics: newMetrics(view),
 		log:     ctrl.Log.WithName("gateway"),
+		mirrors: make(chan struct{}, maxMirrorsInFlight),
 
 		transport: &http.Transport{
 			DialContext:           dialer.DialContext,
@@ -115,40 +125,74 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		Random:             opts.Random,
 		ObservePrefixMatch: g.metrics.prefix.Observe,
 	})
+	leastRequest, err := g.registry.Picker(v1alpha1.StrategyLeastRequest, &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest})
+	if err != nil {
+		panic(fmt.Sprintf("least-request picker: %v", err)) // built in; cannot fail
+	}
+	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter()})
 	return g
 }
 
 // Close releases the gateway's idle upstream connections.
 func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
 
-// compiledTable is a route table with the store versions it was built from.
+// compiledTable is a route table with the versions of the stores it was built from.
 type compiledTable struct {
-	classes, gateways, routes uint64
+	versions tableVersions
 	*routetable.Table
 }
 
-// Table returns the route table compiled from the current Gateway API objects,
-// rebuilding it if they changed since it was last built.
-func (g *Gateway) Table() *routetable.Table {
+// tableVersions are the versions of every store a route table is built from.
+type tableVersions struct {
+	classes, gateways, routes, grants, namespaces, services, policies uint64
+}
+
+func (g *Gateway) tableVersions() tableVersions {
 	v := g.view
+	return tableVersions{
+		classes: v.GatewayClasses.Version(), gateways: v.Gateways.Version(), routes: v.Routes.Version(),
+		grants: v.ReferenceGrants.Version(), namespaces: v.Namespaces.Version(),
+		services: v.Services.Version(), policies: v.Policies.Version(),
+	}
+}
+
+// Table returns the route table compiled from the current Gateway API objects, Services
+// and RoutingPolicies, rebuilding it if they changed since it was last built.
+func (g *Gateway) Table() *routetable.Table {
 	cur := g.table.Load()
-	if cur != nil && cur.classes == v.GatewayClasses.Version() && cur.gateways == v.Gateways.Version() &&
-		cur.routes == v.Routes.Version() {
+	if cur != nil && cur.versions == g.tableVersions() {
 		return cur.Table
 	}
 	g.buildMu.Lock()
 	defer g.buildMu.Unlock()
 	// Read versions before the objects, so that a change made meanwhile forces the next
 	// request to rebuild again rather than being missed.
-	next := &compiledTable{classes: v.GatewayClasses.Version(), gateways: v.Gateways.Version(), routes: v.Routes.Version()}
-	if cur = g.table.Load(); cur != nil && *cur == (compiledTable{next.classes, next.gateways, next.routes, cur.Table}) {
+	versions := g.tableVersions()
+	if cur = g.table.Load(); cur != nil && cur.versions == versions {
 		return cur.Table
 	}
-	next.Table = routetable.Build(routetable.Input{
-		Classes:  v.GatewayClasses.List(),
-		Gateways: v.Gateways.List(),
-		Routes:   v.Routes.List(),
-	})
+	v := g.view
+	next := &compiledTable{versions: versions, Table: routetable.Build(routetable.Input{
+		Classes:         v.GatewayClasses.List(),
+		Gateways:        v.Gateways.List(),
+		Routes:          v.Routes.List(),
+		ReferenceGrants: v.ReferenceGrants.List(),
+		NamespaceLabels: func(ns string) map[string]string {
+			labels, _ := v.Namespaces.Get(types.NamespacedName{Name: ns})
+			return labels
+		},
+		ServiceExists: func(key types.NamespacedName) bool {
+			_, ok := v.Services.Get(key)
+			return ok
+		},
+		Policy: func(key types.NamespacedName) (bool, error) {
+			p, ok := v.Policies.Get(key)
+			if !ok {
+				return false, nil
+			}
+			return true, strategies.Validate(&p.Spec)
+		},
+	})}
 	g.table.Store(next)
 	return next.Table
 }
@@ -191,97 +235,4 @@ func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (rout
 		return true
 	})
 	return actual.(routing.Router), key.strategy, nil
-}
-
-// decision is a routed request: what was asked and where it goes.
-type decision struct {
-	req    openai.Request
-	model  *cache.Model
-	target *routing.Target
-}
-
-// decide parses body, finds the candidates of the model among backends (all endpoints
-// of the model when backends is nil), and routes the request with the policy's router,
-// excluding the endpoints in exclude. It blocks while the request is queued. Once the
-// body has parsed, the returned decision carries the request even when err is not nil.
-func (g *Gateway) decide(ctx context.Context, headers http.Header, body []byte, backends []routetable.Backend,
-	policy *v1alpha1.RoutingPolicy, exclude map[*cache.Pod]bool) (*decision, error) {
-	req, err := openai.ParseRequest(body)
-	if err != nil {
-		var reqErr *openai.RequestError
-		if errors.As(err, &reqErr) {
-			return nil, errBadRequest(reqErr.Message)
-		}
-		return nil, errBadRequest(err.Error())
-	}
-	d := &decision{req: req}
-	model, ok := g.view.Model(req.Model)
-	if !ok {
-		return d, errModelNotFound(req.Model)
-	}
-	d.model = model
-	candidates := g.candidates(model, backends, exclude)
-	if len(candidates) == 0 {
-		return d, errNoEndpoint(req.Model)
-	}
-	router, strategy, err := g.router(policy, headers.Get(HeaderStrategy))
-	if err != nil {
-		if policy == nil {
-			return d, errInternal(fmt.Sprintf("default strategy %q: %v", strategy, err))
-		}
-		return d, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err))
-	}
-	rc := routing.NewRoutingContext(ctx, routing.Request{
-		Model:        req.Model,
-		Prompt:       req.Prompt,
-		PromptTokens: openai.EstimateTokens(req.Prompt),
-		MaxTokens:    req.MaxTokens,
-		Stream:       req.Stream,
-		RequestID:    headers.Get(HeaderRequestID),
-		Headers:      headers,
-	}, model, candidates)
-	start := time.Now()
-	router.Route(rc)
-	target, err := rc.Wait()
-	g.metrics.routing.WithLabelValues(string(strategy)).Observe(since(start))
-	if err != nil {
-		if ctx.Err() != nil {
-			return d, ctx.Err()
-		}
-		return d, routingError(req.Model, err)
-	}
-	d.target = target
-	return d, nil
-}
-
-// candidates returns the routable endpoints of model selected by one of the backends'
-// Services (every endpoint of the model when backends is nil), minus those in exclude.
-func (g *Gateway) candidates(model *cache.Model, backends []routetable.Backend, exclude map[*cache.Pod]bool) []*cache.Pod {
-	eps := model.Endpoints()
-	var services []cache.Service
-	if backends != nil {
-		for _, b := range backends {
-			if svc, ok := g.view.Services.Get(b.Service); ok {
-				services = append(services, svc)
-			}
-		}
-	}
-	out := eps[:0]
-	for _, p := range eps {
-		if exclude[p] || (backends != nil && !selectedByAny(services, p)) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// selectedByAny reports whether one of services selects p.
-func selectedByAny(services []cache.Service, p *cache.Pod) bool {
-	for _, s := range services {
-		if s.Selects(p) {
-			return true
-		}
-	}
-	return false
 }

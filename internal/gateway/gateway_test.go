@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
@@ -52,10 +53,7 @@ func TestGateway(t *testing.T) {
 
 	listener := testenv.FreeAddr(t, "127.0.0.1")
 	class, gw := gatewayObjects(t, ns, listener)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
-		Spec:       corev1.ServiceSpec{Selector: app, Ports: []corev1.ServicePort{{Port: 8000}}},
-	}
+	svc := testenv.EngineService(ns, "llama", app)
 	policy := &v1alpha1.RoutingPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
 		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest, AllowStrategyOverride: new(true)},
@@ -66,7 +64,7 @@ func TestGateway(t *testing.T) {
 
 	g, view := runGateway(t, c, gateway.Options{
 		UpstreamTimeout: 2 * time.Second,
-		MaxBodyBytes:    1 << 20,
+		Inbound:         inbound.Limits{MaxBodyBytes: 1 << 20},
 		Limits:          strategies.Limits{MaxInFlight: 2, MaxQueued: 1},
 	})
 	registry := prometheus.NewRegistry()
@@ -192,7 +190,7 @@ func TestGateway(t *testing.T) {
 			{"body too large", "", bytes.Repeat([]byte("x"), 2<<20), 413, "request_too_large"},
 			{"missing policy", "broken.example", chatBody("llama-3-8b", false), 500, "invalid_route_filter"},
 			{"unreachable engine", "", chatBody("ghost-model", false), 502, "upstream_unreachable"},
-			{"no ready endpoint behind the route", "", chatBody("orphan-model", false), 503, "no_ready_endpoint"},
+			{"model served by no pod behind the route", "", chatBody("orphan-model", false), 404, "model_not_found"},
 			{"engine too slow", "", chatBody("slow-model", false), 504, "upstream_timeout"},
 		}
 		for _, tt := range tests {
@@ -252,7 +250,7 @@ func TestGateway(t *testing.T) {
 	})
 
 	t.Run("ext_proc endpoint picker", func(t *testing.T) {
-		dest, done := pickOverExtProc(t, g, chatBody("llama-3-8b", false))
+		dest, _, done := pickOverExtProc(t, g, gateway.PickScope{Namespace: ns}, chatBody("llama-3-8b", false))
 		want := []string{e0, e1}
 		if !slices.Contains(want, dest) {
 			t.Fatalf("ext_proc destination = %q, want one of %v", dest, want)
@@ -345,7 +343,7 @@ func TestGateway(t *testing.T) {
 		}
 		testenv.WaitUntil(t, waitTimeout, "the route has no backend pods left", func() bool {
 			status, _ := post(base, "", chatBody("llama-3-8b", false))
-			return status == http.StatusServiceUnavailable
+			return status == http.StatusNotFound // the model is not served behind the route
 		})
 	})
 

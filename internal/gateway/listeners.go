@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -12,22 +13,31 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
 // ListenerOptions configure Listeners.
 type ListenerOptions struct {
-	// Host is the address the listeners bind, such as "127.0.0.1"; empty binds every
-	// interface.
+	// Host, when set, is bound instead of each Gateway's own address, on the same ports:
+	// for a replica that cannot hold the Gateways' addresses (a second replica on one
+	// machine, or a pod reached through a Service). Requests on a port are then served
+	// for the one Gateway listening on it; a second Gateway on the same port is not
+	// served by this replica. Empty binds each Gateway's address.
 	Host string
-	// SyncInterval is how often the listened ports are reconciled with the Gateways'
+	// SyncInterval is how often the listened addresses are reconciled with the Gateways'
 	// listeners. Default 250ms.
 	SyncInterval time.Duration
 	// DrainTimeout bounds how long stopping waits for in-flight requests. Default 30s.
 	DrainTimeout time.Duration
 }
 
-// Listeners is a manager runnable that serves the gateway on the ports of the HTTP
-// listeners of Switchboard's Gateways, opening and closing ports as Gateways change.
+// Listeners is a manager runnable that serves the gateway on the addresses of
+// Switchboard's Gateways — each Gateway's own IP, on the ports of its HTTP listeners —
+// opening and closing them as Gateways change. An address that cannot be bound is
+// logged, counted in switchboard_gateway_listener_bind_failures_total and retried at
+// the next sync.
 //
 // Synchronisation model: the goroutine running Start owns servers; the servers'
 // goroutines are tracked by wg and only serve requests.
@@ -35,7 +45,7 @@ type Listeners struct {
 	g    *Gateway
 	opts ListenerOptions
 
-	servers map[int32]*http.Server
+	servers map[routetable.Addr]*http.Server
 	wg      sync.WaitGroup
 }
 
@@ -52,13 +62,13 @@ func (g *Gateway) Listeners(opts ListenerOptions) *Listeners {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
 	}
-	return &Listeners{g: g, opts: opts, servers: make(map[int32]*http.Server)}
+	return &Listeners{g: g, opts: opts, servers: make(map[routetable.Addr]*http.Server)}
 }
 
 // NeedLeaderElection reports false: every gateway replica serves traffic.
 func (l *Listeners) NeedLeaderElection() bool { return false }
 
-// Start reconciles the listened ports every SyncInterval until ctx ends, then stops
+// Start reconciles the listened addresses every SyncInterval until ctx ends, then stops
 // accepting connections, drains in-flight requests for up to DrainTimeout and returns.
 func (l *Listeners) Start(ctx context.Context) error {
 	ticker := time.NewTicker(l.opts.SyncInterval)
@@ -67,9 +77,7 @@ func (l *Listeners) Start(ctx context.Context) error {
 		l.sync(ctx)
 		select {
 		case <-ctx.Done():
-			for port := range l.servers {
-				l.stop(port)
-			}
+			l.stop(l.take(slices.Collect(maps.Keys(l.servers))))
 			l.wg.Wait()
 			l.g.Close()
 			return nil
@@ -78,46 +86,71 @@ func (l *Listeners) Start(ctx context.Context) error {
 	}
 }
 
-// sync opens the ports of the current listeners and closes the others.
+// sync opens the addresses of the current listeners and closes the others.
 func (l *Listeners) sync(ctx context.Context) {
-	ports := l.g.Table().Ports()
-	for port := range l.servers {
-		if !slices.Contains(ports, port) {
-			l.stop(port)
+	addrs := l.g.Table().Addrs()
+	var gone []routetable.Addr
+	for addr := range l.servers {
+		if !slices.Contains(addrs, addr) {
+			gone = append(gone, addr)
 		}
 	}
-	for _, port := range ports {
-		if _, ok := l.servers[port]; !ok {
-			l.serve(ctx, port)
+	if len(gone) > 0 {
+		servers := l.take(gone)
+		l.wg.Go(func() { l.stop(servers) }) // draining must not hold up the other addresses
+	}
+	for _, addr := range addrs {
+		if _, ok := l.servers[addr]; !ok {
+			l.serve(ctx, addr)
 		}
 	}
 }
 
-// serve starts serving port; a port that cannot be bound is retried at the next sync.
-func (l *Listeners) serve(ctx context.Context, port int32) {
-	addr := net.JoinHostPort(l.opts.Host, strconv.Itoa(int(port)))
-	ln, err := net.Listen("tcp", addr)
+// take removes the servers of addrs from l.servers and returns them keyed by address.
+func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]*http.Server {
+	out := make(map[routetable.Addr]*http.Server, len(addrs))
+	for _, a := range addrs {
+		out[a] = l.servers[a]
+		delete(l.servers, a)
+	}
+	return out
+}
+
+// serve starts serving addr; an address that cannot be bound is retried at the next sync.
+func (l *Listeners) serve(ctx context.Context, addr routetable.Addr) {
+	host := addr.IP
+	if l.opts.Host != "" {
+		host = l.opts.Host
+	}
+	hostPort := net.JoinHostPort(host, strconv.Itoa(int(addr.Port)))
+	ln, err := net.Listen("tcp", hostPort)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "Cannot listen; retrying", "address", addr)
+		l.g.metrics.bindFailures.Inc()
+		log.FromContext(ctx).Error(err, "Cannot listen; retrying", "address", hostPort)
 		return
 	}
-	srv := &http.Server{Handler: l.g.Handler(port), ReadHeaderTimeout: 10 * time.Second}
-	l.servers[port] = srv
+	srv := inbound.NewServer(l.g.Handler(addr), l.g.opts.Inbound)
+	l.servers[addr] = srv
 	log.FromContext(ctx).Info("Serving gateway listener", "address", ln.Addr().String())
 	l.wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.FromContext(ctx).Error(err, "Gateway listener failed", "address", addr)
+			log.FromContext(ctx).Error(err, "Gateway listener failed", "address", hostPort)
 		}
 	})
 }
 
-// stop closes port after draining its in-flight requests for up to DrainTimeout.
-func (l *Listeners) stop(port int32) {
-	srv := l.servers[port]
-	delete(l.servers, port)
+// stop closes servers after draining their in-flight requests, all at once, for up to
+// DrainTimeout.
+func (l *Listeners) stop(servers map[routetable.Addr]*http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.DrainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+			}
+		})
 	}
+	wg.Wait()
 }

@@ -15,7 +15,9 @@ type metrics struct {
 	routing  *prometheus.HistogramVec
 	overhead prometheus.Histogram
 	prefix   prometheus.Histogram
-	load     loadCollector
+	// bindFailures counts listener addresses that could not be bound.
+	bindFailures prometheus.Counter
+	load         loadCollector
 }
 
 func newMetrics(view *cache.Gateway) *metrics {
@@ -39,13 +41,17 @@ func newMetrics(view *cache.Gateway) *metrics {
 			Help:    "Fraction of a prompt's blocks the chosen endpoint already held, for prefix-cache routing.",
 			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
 		}),
+		bindFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_gateway_listener_bind_failures_total",
+			Help: "Attempts to listen on a Gateway's address and port that failed; each is retried.",
+		}),
 		load: loadCollector{view: view},
 	}
 }
 
 // Register registers the gateway's metrics with r.
 func (g *Gateway) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix, g.metrics.load} {
+	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix, g.metrics.bindFailures, g.metrics.load} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -112,7 +112,7 @@ func (s selector) pick(rc *RoutingContext, cands []Candidate) (int, error) {
 		i, err = s.opts.Fallback.Pick(rc, cands)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("route %s: %w", rc.Model.Name, err)
+		return 0, fmt.Errorf("route %s: %w", rc.Request.Model, err)
 	}
 	return i, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,12 +36,20 @@ func (c *Cluster) Create(t testing.TB, objs ...client.Object) {
 	}
 }
 
+// EnginePort is the name of the container port of EnginePod's pods, which
+// EngineService's Services target.
+const EnginePort = "http"
+
 // EnginePod registers a Pod in ns serving model with its engine at addr ("ip:port"),
 // labelled with labels too, and marks it Running and Ready with podIP ip, as a kubelet
-// would.
+// would. Its container port EnginePort is the engine's port.
 func (c *Cluster) EnginePod(t testing.TB, ns, name, model, addr string, labels map[string]string) *corev1.Pod {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	portNumber, err := strconv.Atoi(port)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +59,22 @@ func (c *Cluster) EnginePod(t testing.TB, ns, name, model, addr string, labels m
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
+			Ports: []corev1.ContainerPort{{Name: EnginePort, ContainerPort: int32(portNumber)}}}}},
 	}
 	c.Create(t, pod)
 	c.SetPodReady(t, pod, host, true)
 	return pod
+}
+
+// EngineService returns a Service ns/name selecting pods by selector, whose port 8000
+// targets the EnginePort of EnginePod's pods, whatever port each engine listens on.
+func EngineService(ns, name string, selector map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{
+			{Name: EnginePort, Port: 8000, TargetPort: intstr.FromString(EnginePort)}}},
+	}
 }
 
 // SetPodReady makes pod Running at ip with condition Ready set to ready.

@@ -110,10 +110,7 @@ func startSystem(t *testing.T) *system {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "switchboard-system"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service},
-			Spec:       corev1.ServiceSpec{Selector: app, Ports: []corev1.ServicePort{{Port: 8000}}},
-		},
+		testenv.EngineService(ns, service, app),
 		&gatewayv1.GatewayClass{
 			ObjectMeta: metav1.ObjectMeta{Name: "switchboard"},
 			Spec:       gatewayv1.GatewayClassSpec{ControllerName: "switchboard.dev/gateway-controller"},

@@ -1,16 +1,21 @@
-// Package gatewaystatus writes the Gateway API status of the objects Switchboard serves:
-// GatewayClasses whose spec.controllerName is routetable.ControllerName (Accepted),
-// Gateways of those classes (Accepted, Programmed, and per listener supportedKinds,
-// attachedRoutes and the Accepted, Programmed and ResolvedRefs conditions), and the
-// status.parents entries of HTTPRoutes for parentRefs naming such Gateways (Accepted,
-// ResolvedRefs, and PartiallyInvalid when some rules carry filters the gateway cannot
-// honour).
+// Package gatewaystatus writes the Gateway API status of the objects Switchboard serves,
+// and allocates the addresses of its Gateways.
 //
-// Attachment follows the route table the gateway serves from (routetable.Build), so the
-// status says what the data plane does. A rule whose ExtensionRef names a missing or
-// invalid RoutingPolicy, or an object of another kind, makes ResolvedRefs False (reasons
-// RoutingPolicyNotFound, InvalidRoutingPolicy, InvalidKind): the gateway answers 500 on
-// that rule. A backendRef to a missing Service gives BackendNotFound.
+// The statuses say what the gateway serves because they are computed by the same code
+// from the same objects: ReadInput lists what routetable.Build reads, and every condition
+// comes from the resulting table. It covers GatewayClasses whose spec.controllerName is
+// routetable.ControllerName (Accepted); Gateways of those classes (Accepted, Programmed,
+// status.addresses, and per listener supportedKinds, attachedRoutes and the Accepted,
+// Programmed, ResolvedRefs and Conflicted conditions); and the status.parents entries of
+// HTTPRoutes for parentRefs naming such Gateways (Accepted, ResolvedRefs, and
+// PartiallyInvalid while some but not all rules answer 500).
+//
+// Each Gateway is served on one address of its own: its spec.addresses[0], or else one
+// the reconciler allocates from an AddressPool and writes to status.addresses, where the
+// gateway reads it back. Allocated addresses are sticky and never shared; a Gateway the
+// pool has no address left for is Programmed=False, reason AddressNotAssigned. A Gateway
+// whose address and port an older Gateway already serves on is Programmed=False, reason
+// AddressNotUsable.
 //
 // One reconciler recomputes every status on any change of the objects it reads; the
 // work queue collapses bursts into one pass, and writes are skipped when nothing changed.

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -18,7 +18,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
-	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
 // ControllerName is the name of the Gateway API status controller.
@@ -28,22 +28,26 @@ const ControllerName = "gateway-api-status"
 var everything = reconcile.Request{NamespacedName: types.NamespacedName{Name: "switchboard-gateway-api"}}
 
 // Reconciler writes the status of Switchboard's GatewayClasses, Gateways and the
-// HTTPRoutes attached to them. Client reads from the manager's informer cache and writes
-// status; it is required.
+// HTTPRoutes attached to them, and allocates the addresses of Gateways without
+// spec.addresses.
 type Reconciler struct {
+	// Client reads from the manager's informer cache and writes status; it is required.
 	Client client.Client
+	// AddressPool is where Gateways without spec.addresses get their address from. With
+	// a nil pool such Gateways get none and are not programmed (AddressNotAssigned).
+	AddressPool *AddressPool
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
 
-// SetupWithManager registers the reconciler with mgr. It watches GatewayClasses,
-// Gateways, HTTPRoutes, RoutingPolicies and Services; every event enqueues the same
-// request, so bursts collapse into one recomputation.
+// SetupWithManager registers the reconciler with mgr. It watches everything ReadInput
+// lists; every event enqueues the same request, so bursts collapse into one
+// recomputation.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("gateway status reconciler needs a Client")
@@ -56,8 +60,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gatewayv1.GatewayClass{}, all).
 		Watches(&gatewayv1.Gateway{}, all).
 		Watches(&gatewayv1.HTTPRoute{}, all).
-		Watches(&v1alpha1.RoutingPolicy{}, all).
+		Watches(&gatewayv1.ReferenceGrant{}, all).
+		Watches(&corev1.Namespace{}, all).
 		Watches(&corev1.Service{}, all).
+		Watches(&v1alpha1.RoutingPolicy{}, all).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("register %s controller: %w", ControllerName, err)
@@ -65,142 +71,132 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// Reconcile recomputes the status of every GatewayClass, Gateway and HTTPRoute Switchboard
-// is responsible for and writes those that changed. The request is ignored.
+// Reconcile gives addresses to the Gateways that need one, builds the route table the
+// gateway serves from the same objects, and writes every status that differs from it.
+// The request is ignored.
+//
+// Writes carry the resourceVersion read from the cache: a write that conflicts was
+// computed from a stale object, whose newer version's watch event recomputes everything,
+// so it is dropped rather than retried.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	w, err := r.read(ctx)
+	in, err := ReadInput(ctx, r.Client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	classes := map[string]*gatewayv1.GatewayClass{}
+	for _, gc := range in.Classes {
+		if gc.Spec.ControllerName == routetable.ControllerName {
+			classes[gc.Name] = gc
+		}
+	}
+	gateways := map[types.NamespacedName]*gatewayv1.Gateway{}
+	var ours []*gatewayv1.Gateway
+	for _, gw := range in.Gateways {
+		if classes[string(gw.Spec.GatewayClassName)] != nil {
+			gateways[keyOf(gw)] = gw
+			ours = append(ours, gw)
+		}
+	}
+	alloc := allocate(r.AddressPool, ours)
+	in.Gateways = withAllocation(in.Gateways, gateways, alloc)
+	table := routetable.Build(in)
+
 	var errs []error
-	for _, gc := range w.classes {
-		errs = append(errs, r.writeClass(ctx, gc))
+	for _, gc := range classes {
+		next := gc.DeepCopy()
+		next.Status = classStatus(gc)
+		errs = append(errs, r.patchStatus(ctx, gc, next, gc.Status, next.Status))
 	}
-	for _, gw := range w.gateways {
-		errs = append(errs, r.writeGateway(ctx, gw, w))
+	listeners := table.Listeners()
+	for _, served := range table.Gateways() {
+		gw := gateways[served.Gateway]
+		next := gw.DeepCopy()
+		next.Status = gatewayStatus(gw, served, listeners, r.unassigned(alloc, served.Gateway))
+		errs = append(errs, r.patchStatus(ctx, gw, next, gw.Status, next.Status))
 	}
-	for i := range w.routes {
-		errs = append(errs, r.writeRoute(ctx, client.ObjectKeyFromObject(w.routes[i]), w))
+	routes := map[types.NamespacedName]*routetable.RouteStatus{}
+	for _, st := range table.Routes() {
+		routes[st.Route] = &st
+	}
+	for _, route := range in.Routes {
+		errs = append(errs, r.writeRoute(ctx, route, routes[client.ObjectKeyFromObject(route)]))
 	}
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
-// world is the state the statuses are computed from.
-type world struct {
-	// classes are the GatewayClasses of ControllerName.
-	classes []*gatewayv1.GatewayClass
-	// gateways are the Gateways of those classes.
-	gateways []*gatewayv1.Gateway
-	// routes are all HTTPRoutes.
-	routes []*gatewayv1.HTTPRoute
-	// table is the route table built from them, as the gateway builds it.
-	table *routetable.Table
-	// reader resolves RoutingPolicies and Services.
-	reader client.Reader
-}
-
-// gateway returns the Switchboard Gateway called key.
-func (w *world) gateway(key types.NamespacedName) (*gatewayv1.Gateway, bool) {
-	for _, gw := range w.gateways {
-		if gw.Namespace == key.Namespace && gw.Name == key.Name {
-			return gw, true
+// withAllocation returns gateways with the Switchboard Gateways (ours) that have no
+// spec.addresses replaced by copies whose status.addresses hold just their allocated
+// address, if any: the route table reads the address a Gateway is served on from there.
+func withAllocation(gateways []*gatewayv1.Gateway, ours map[types.NamespacedName]*gatewayv1.Gateway, alloc allocation) []*gatewayv1.Gateway {
+	out := make([]*gatewayv1.Gateway, 0, len(gateways))
+	for _, gw := range gateways {
+		if ours[keyOf(gw)] == nil || len(gw.Spec.Addresses) > 0 {
+			out = append(out, gw)
+			continue
 		}
-	}
-	return nil, false
-}
-
-// read lists the objects the statuses depend on.
-func (r *Reconciler) read(ctx context.Context) (*world, error) {
-	w := &world{reader: r.Client}
-	var classes gatewayv1.GatewayClassList
-	if err := r.Client.List(ctx, &classes); err != nil {
-		return nil, fmt.Errorf("list gatewayclasses: %w", err)
-	}
-	ours := map[string]bool{}
-	for i := range classes.Items {
-		if gc := &classes.Items[i]; gc.Spec.ControllerName == routetable.ControllerName {
-			w.classes = append(w.classes, gc)
-			ours[gc.Name] = true
+		// A shallow copy: only the status addresses differ, and Build modifies nothing.
+		allocated := *gw
+		allocated.Status.Addresses = nil
+		if ip, ok := alloc.addresses[keyOf(gw)]; ok {
+			allocated.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: ip.String()}}
 		}
+		out = append(out, &allocated)
 	}
-	var gateways gatewayv1.GatewayList
-	if err := r.Client.List(ctx, &gateways); err != nil {
-		return nil, fmt.Errorf("list gateways: %w", err)
-	}
-	for i := range gateways.Items {
-		if gw := &gateways.Items[i]; ours[string(gw.Spec.GatewayClassName)] {
-			w.gateways = append(w.gateways, gw)
-		}
-	}
-	var routes gatewayv1.HTTPRouteList
-	if err := r.Client.List(ctx, &routes); err != nil {
-		return nil, fmt.Errorf("list httproutes: %w", err)
-	}
-	for i := range routes.Items {
-		w.routes = append(w.routes, &routes.Items[i])
-	}
-	// The gateway builds its table from classes, Gateways and routes only (no
-	// ReferenceGrants, no namespace labels); the status must describe that table.
-	w.table = routetable.Build(routetable.Input{Classes: w.classes, Gateways: w.gateways, Routes: w.routes})
-	return w, nil
+	return out
 }
 
-// writeClass writes the status of one of Switchboard's GatewayClasses.
-func (r *Reconciler) writeClass(ctx context.Context, gc *gatewayv1.GatewayClass) error {
-	next := gc.DeepCopy()
-	next.Status = classStatus(gc)
-	return r.patchStatus(ctx, gc, next, gc.Status, next.Status)
+// unassigned says why the Gateway called key got no address from the pool, or returns ""
+// when the route table's own message says enough.
+func (r *Reconciler) unassigned(alloc allocation, key types.NamespacedName) string {
+	switch {
+	case r.AddressPool == nil:
+		return "The Gateway has no spec.addresses and the manager has no address pool to allocate one from"
+	case alloc.exhausted[key]:
+		return fmt.Sprintf("Every address of the Gateway address pool %s is in use: delete a Gateway, give this one spec.addresses, or widen the manager's --gateway-address-pool",
+			r.AddressPool)
+	}
+	return ""
 }
 
-// writeGateway writes the status of one of Switchboard's Gateways.
-func (r *Reconciler) writeGateway(ctx context.Context, gw *gatewayv1.Gateway, w *world) error {
-	next := gw.DeepCopy()
-	next.Status = gatewayStatus(gw, w.table)
-	return r.patchStatus(ctx, gw, next, gw.Status, next.Status)
-}
-
-// patchStatus merge-patches the status of obj to that of next unless old equals new.
-// Switchboard owns the whole status of its classes and Gateways, so the patch carries no
-// precondition and cannot overwrite anyone else's write.
+// patchStatus merge-patches the status of obj to that of next unless old equals new,
+// on the condition that obj is still the current version.
 func (r *Reconciler) patchStatus(ctx context.Context, obj, next client.Object, old, new any) error {
 	if equality.Semantic.DeepEqual(old, new) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, next, client.MergeFrom(obj)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patch status of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	patch := client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, next, patch); err != nil {
+		return r.writeError(ctx, obj, err)
 	}
 	log.FromContext(ctx).V(1).Info("Updated status", "kind", fmt.Sprintf("%T", obj), "object", client.ObjectKeyFromObject(obj))
 	return nil
 }
 
-// writeRoute writes Switchboard's entries of one HTTPRoute's status.parents. Other
-// controllers own the other entries, so it writes with optimistic concurrency and, on a
-// conflict, reads the route again and recomputes.
-func (r *Reconciler) writeRoute(ctx context.Context, key types.NamespacedName, w *world) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var route gatewayv1.HTTPRoute
-		if err := r.Client.Get(ctx, key, &route); err != nil {
-			return err
-		}
-		parents, err := routeParents(ctx, &route, w)
-		if err != nil {
-			return err
-		}
-		if equality.Semantic.DeepEqual(route.Status.Parents, parents) {
-			return nil
-		}
-		route.Status.Parents = parents
-		if err := r.Client.Status().Update(ctx, &route); err != nil {
-			return err
-		}
-		log.FromContext(ctx).V(1).Info("Updated HTTPRoute status", "httproute", key)
+// writeRoute writes Switchboard's entries of one HTTPRoute's status.parents from st (nil
+// when the route names none of Switchboard's Gateways), keeping the entries of other
+// controllers.
+func (r *Reconciler) writeRoute(ctx context.Context, route *gatewayv1.HTTPRoute, st *routetable.RouteStatus) error {
+	parents := routeParents(route, st)
+	if equality.Semantic.DeepEqual(route.Status.Parents, parents) {
 		return nil
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("update status of httproute %s: %w", key, err)
 	}
+	next := route.DeepCopy()
+	next.Status.Parents = parents
+	// An update, not a patch: status.parents is one list shared with other controllers.
+	if err := r.Client.Status().Update(ctx, next); err != nil {
+		return r.writeError(ctx, route, err)
+	}
+	log.FromContext(ctx).V(1).Info("Updated status", "kind", "HTTPRoute", "object", client.ObjectKeyFromObject(route))
 	return nil
+}
+
+// writeError returns the error of a status write of obj, or nil when the object is gone
+// or changed since it was read: either way, its watch event recomputes the status.
+func (r *Reconciler) writeError(ctx context.Context, obj client.Object, err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("Skipped the status write of a stale object", "kind", fmt.Sprintf("%T", obj),
+			"object", client.ObjectKeyFromObject(obj), "reason", apierrors.ReasonForError(err))
+		return nil
+	}
+	return fmt.Errorf("write status of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
 }

@@ -25,8 +25,10 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
-	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
 
 // ControllerName is the name of the RoutingPolicy status controller.
@@ -54,14 +56,15 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;gateways;gatewayclasses,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=services;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;gateways;gatewayclasses;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services;pods;namespaces,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with mgr. Besides RoutingPolicies it watches
 // HTTPRoutes (mapped to the policies their ExtensionRef filters name, before and after the
-// change), and Services and engine Pods (mapped to every policy in their namespace, since
-// only routes there can send to them), and Gateways and GatewayClasses (mapped to every
-// policy, since they decide which routes are attached).
+// change), and Services and engine Pods (mapped to every policy whose routes can send to
+// them: those in their namespace and in the namespaces a ReferenceGrant there admits),
+// and Gateways, GatewayClasses, Namespaces and ReferenceGrants (mapped to every policy,
+// since they decide which routes are attached and which backends resolve).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil || r.Pods == nil {
 		return errors.New("routingpolicy status reconciler needs a Client and Pods")
@@ -70,11 +73,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&v1alpha1.RoutingPolicy{}).
 		Watches(&gatewayv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfRoute)).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.policiesInNamespace)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesInNamespace),
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.policiesReaching)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.policiesReaching),
 			builder.WithPredicates(cache.EnginePods)).
 		Watches(&gatewayv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
 		Watches(&gatewayv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
+		Watches(&gatewayv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allPolicies)).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("register %s controller: %w", ControllerName, err)
@@ -112,90 +117,110 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // observation is what a policy's status is computed from.
 type observation struct {
 	// invalid is the Validate error, nil for a valid spec.
-	invalid *InvalidSpecError
+	invalid *strategies.InvalidSpecError
 	// attachedRoutes is the number of attached HTTPRoutes referencing the policy.
 	attachedRoutes int32
-	// missingServices names the Services those routes' rules send to that do not exist.
+	// missingServices names the Services those routes' rules send to that do not exist
+	// (BackendNotFound), in the route's namespace or, granted, another.
 	missingServices []string
-	// readyEndpoints is the number of distinct routable pods behind those rules.
+	// readyEndpoints is the number of distinct routable pods behind those rules' usable
+	// backends.
 	readyEndpoints int32
 	// cacheBehind reports that the metadata cache does not yet reflect the engine Pods
-	// of the policy's namespace as the informer shows them.
+	// of the backends' namespaces as the informer shows them.
 	cacheBehind bool
 }
 
 // observe reads everything rp's status depends on.
 func (r *Reconciler) observe(ctx context.Context, rp *v1alpha1.RoutingPolicy) (observation, error) {
 	var obs observation
-	if err := Validate(&rp.Spec); err != nil {
-		var invalid *InvalidSpecError
+	if err := strategies.Validate(&rp.Spec); err != nil {
+		var invalid *strategies.InvalidSpecError
 		if !errors.As(err, &invalid) {
 			return obs, err
 		}
 		obs.invalid = invalid
 	}
 
-	var classes gatewayv1.GatewayClassList
-	if err := r.Client.List(ctx, &classes); err != nil {
-		return obs, fmt.Errorf("list gatewayclasses: %w", err)
+	in, err := gatewaystatus.ReadInput(ctx, r.Client)
+	if err != nil {
+		return obs, err
 	}
-	var gateways gatewayv1.GatewayList
-	if err := r.Client.List(ctx, &gateways); err != nil {
-		return obs, fmt.Errorf("list gateways: %w", err)
-	}
-	var routes gatewayv1.HTTPRouteList
-	if err := r.Client.List(ctx, &routes, client.InNamespace(rp.Namespace)); err != nil {
-		return obs, fmt.Errorf("list httproutes: %w", err)
-	}
-	input := routetable.Input{Classes: pointers(classes.Items), Gateways: pointers(gateways.Items)}
+	// Only routes in the policy's namespace can apply it; the others do not change
+	// whether these attach or what they send to.
+	in.Routes = slices.DeleteFunc(in.Routes, func(route *gatewayv1.HTTPRoute) bool { return route.Namespace != rp.Namespace })
 
-	// selectors are the selectors of the existing Services behind the policy's rules.
-	var selectors []map[string]string
+	// services are the usable backends of the policy's attached rules, as the gateway
+	// resolves them: in the route's namespace or, where a ReferenceGrant permits, another.
+	key := client.ObjectKeyFromObject(rp)
+	var services []types.NamespacedName
 	seen := map[types.NamespacedName]bool{}
-	for i := range routes.Items {
-		route := &routes.Items[i]
-		rules := rulesReferencing(route, rp.Name)
-		if len(rules) == 0 || !attached(input, route) {
+	missing := map[types.NamespacedName]bool{}
+	for _, st := range routetable.Build(in).Routes() {
+		if !slices.ContainsFunc(st.Parents, func(p routetable.ParentStatus) bool { return p.Accepted }) {
 			continue
 		}
-		obs.attachedRoutes++
-		for _, rule := range rules {
-			for _, ref := range rule.BackendRefs {
-				svc, ok := serviceRef(route.Namespace, ref.BackendRef)
-				if !ok || seen[svc] {
-					continue
-				}
-				seen[svc] = true
-				var s corev1.Service
-				if err := r.Client.Get(ctx, svc, &s); err != nil {
-					if !apierrors.IsNotFound(err) {
-						return obs, fmt.Errorf("get service %s: %w", svc, err)
-					}
-					obs.missingServices = append(obs.missingServices, svc.String())
-					continue
-				}
-				if len(s.Spec.Selector) > 0 {
-					selectors = append(selectors, s.Spec.Selector)
+		applied := false
+		for _, rule := range st.Compiled {
+			if rule.Policy == nil || *rule.Policy != key {
+				continue
+			}
+			applied = true
+			for _, b := range rule.Backends {
+				if !seen[b.Service] {
+					seen[b.Service] = true
+					services = append(services, b.Service)
 				}
 			}
+			for _, rb := range rule.RejectedBackends {
+				if rb.Reason == gatewayv1.RouteReasonBackendNotFound && !missing[rb.Target] {
+					missing[rb.Target] = true
+					obs.missingServices = append(obs.missingServices, rb.Target.String())
+				}
+			}
+		}
+		if applied {
+			obs.attachedRoutes++
+		}
+	}
+
+	// selectors are the selectors of those Services, by namespace.
+	selectors := map[string][]map[string]string{}
+	for _, svc := range services {
+		var s corev1.Service
+		if err := r.Client.Get(ctx, svc, &s); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return obs, fmt.Errorf("get service %s: %w", svc, err)
+			}
+			// Deleted since the table was built; its event reconciles again.
+			obs.missingServices = append(obs.missingServices, svc.String())
+			continue
+		}
+		if len(s.Spec.Selector) > 0 {
+			selectors[svc.Namespace] = append(selectors[svc.Namespace], s.Spec.Selector)
 		}
 	}
 
 	known := map[endpoint.Key]*cache.Pod{}
 	for _, p := range r.Pods.ListPods() {
-		if p.Key.Namespace != rp.Namespace {
+		sels, ok := selectors[p.Key.Namespace]
+		if !ok {
 			continue
 		}
 		known[p.Key] = p
-		if p.Routable() && selectedByAny(selectors, p.Labels) {
+		if p.Routable() && selectedByAny(sels, p.Labels) {
 			obs.readyEndpoints++
 		}
 	}
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(rp.Namespace), client.HasLabels{v1alpha1.LabelModel}); err != nil {
-		return obs, fmt.Errorf("list pods: %w", err)
+	var listed []corev1.Pod
+	for _, ns := range slices.Sorted(maps.Keys(selectors)) {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{v1alpha1.LabelModel}); err != nil {
+			return obs, fmt.Errorf("list pods in %s: %w", ns, err)
+		}
+		listed = append(listed, pods.Items...)
 	}
-	obs.cacheBehind = cacheBehind(pods.Items, known)
+	obs.cacheBehind = cacheBehind(listed, known)
 	return obs, nil
 }
 
@@ -247,18 +272,6 @@ func desiredStatus(rp *v1alpha1.RoutingPolicy, obs observation) v1alpha1.Routing
 	return st
 }
 
-// rulesReferencing returns the rules of route with an ExtensionRef filter naming the
-// RoutingPolicy called policy in the route's namespace.
-func rulesReferencing(route *gatewayv1.HTTPRoute, policy string) []*gatewayv1.HTTPRouteRule {
-	var out []*gatewayv1.HTTPRouteRule
-	for i := range route.Spec.Rules {
-		if slices.Contains(policyNames(route.Spec.Rules[i].Filters), policy) {
-			out = append(out, &route.Spec.Rules[i])
-		}
-	}
-	return out
-}
-
 // policyNames returns the names of the RoutingPolicies filters refer to.
 func policyNames(filters []gatewayv1.HTTPRouteFilter) []string {
 	var out []string
@@ -270,31 +283,6 @@ func policyNames(filters []gatewayv1.HTTPRouteFilter) []string {
 		}
 	}
 	return out
-}
-
-// attached reports whether route attaches to at least one listener of a Switchboard
-// Gateway, by the route table's own attachment rules.
-func attached(in routetable.Input, route *gatewayv1.HTTPRoute) bool {
-	in.Routes = []*gatewayv1.HTTPRoute{route}
-	for _, l := range routetable.Build(in).Listeners() {
-		if l.AttachedRoutes > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// serviceRef returns the Service a backendRef of a route in namespace ns names, if the
-// gateway can send to it: a core Service with a port in the route's namespace. The
-// gateway honours no ReferenceGrants, so a Service in another namespace is never used.
-func serviceRef(ns string, ref gatewayv1.BackendRef) (types.NamespacedName, bool) {
-	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Service") || ref.Port == nil {
-		return types.NamespacedName{}, false
-	}
-	if ref.Namespace != nil && string(*ref.Namespace) != ns {
-		return types.NamespacedName{}, false
-	}
-	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, true
 }
 
 // selectedByAny reports whether one of the Service selectors selects a pod with labels.
@@ -314,8 +302,9 @@ func selectedByAny(selectors []map[string]string, labels map[string]string) bool
 	return false
 }
 
-// cacheBehind reports whether the metadata cache's pods of one namespace (known) differ
-// from the engine Pods the informer lists there in anything readyEndpoints depends on.
+// cacheBehind reports whether the metadata cache's pods of some namespaces (known) differ
+// from the engine Pods the informer lists in the same namespaces (pods) in anything
+// readyEndpoints depends on.
 // Both are fed by the same watch, but by different controllers, so a Pod event can reach
 // this reconciler before the cache has applied it.
 func cacheBehind(pods []corev1.Pod, known map[endpoint.Key]*cache.Pod) bool {
@@ -361,9 +350,33 @@ func (r *Reconciler) policiesOfRoute(_ context.Context, obj client.Object) []rec
 	return out
 }
 
-// policiesInNamespace maps an object to every RoutingPolicy in its namespace.
-func (r *Reconciler) policiesInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.listPolicies(ctx, client.InNamespace(obj.GetNamespace()))
+// policiesReaching maps a Service or Pod to every RoutingPolicy whose routes can send to
+// it: the policies in its namespace and in every namespace whose HTTPRoutes a
+// ReferenceGrant there lets reference Services.
+func (r *Reconciler) policiesReaching(ctx context.Context, obj client.Object) []reconcile.Request {
+	namespaces := []string{obj.GetNamespace()}
+	if true {
+		return r.listPolicies(ctx, client.InNamespace(obj.GetNamespace()))
+	}
+	var grants gatewayv1.ReferenceGrantList
+	if err := r.Client.List(ctx, &grants, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "List ReferenceGrants to reconcile", "namespace", obj.GetNamespace())
+	}
+	for _, g := range grants.Items {
+		if !slices.ContainsFunc(g.Spec.To, func(to gatewayv1.ReferenceGrantTo) bool { return to.Group == "" && to.Kind == "Service" }) {
+			continue
+		}
+		for _, from := range g.Spec.From {
+			if from.Group == gatewayv1.GroupName && from.Kind == "HTTPRoute" && !slices.Contains(namespaces, string(from.Namespace)) {
+				namespaces = append(namespaces, string(from.Namespace))
+			}
+		}
+	}
+	var out []reconcile.Request
+	for _, ns := range namespaces {
+		out = append(out, r.listPolicies(ctx, client.InNamespace(ns))...)
+	}
+	return out
 }
 
 // allPolicies maps an object to every RoutingPolicy.
@@ -381,15 +394,6 @@ func (r *Reconciler) listPolicies(ctx context.Context, opts ...client.ListOption
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
-}
-
-// pointers returns pointers to the elements of items.
-func pointers[T any](items []T) []*T {
-	out := make([]*T, len(items))
-	for i := range items {
-		out[i] = &items[i]
 	}
 	return out
 }

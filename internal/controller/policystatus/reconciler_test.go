@@ -23,7 +23,7 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/controller/policystatus"
-	"github.com/switchboard-llm/switchboard/internal/gateway/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
@@ -281,5 +281,55 @@ func TestPolicyStatusLifecycle(t *testing.T) {
 	waitForStatus(t, k, key, want{
 		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
 		ready: v1alpha1.RoutingPolicyReasonNotAttached,
+	})
+}
+
+// TestPolicyStatusCrossNamespaceBackend checks that readyEndpoints counts the pods of a
+// Service in another namespace only once a ReferenceGrant there lets the route use it,
+// as the gateway does.
+func TestPolicyStatusCrossNamespaceBackend(t *testing.T) {
+	c := startManager(t)
+	k := c.Client
+	routes := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rp-routes-"}}
+	engines := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rp-engines-"}}
+	c.Create(t, routes, engines)
+	ns, elsewhere := routes.Name, engines.Name
+
+	rp := &v1alpha1.RoutingPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy"},
+		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest},
+	}
+	route := routeTo(ns, "route", "gw", "policy", "engines")
+	route.Spec.Rules[0].BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace(elsewhere))
+	class, gw := gatewayIn(ns)
+	c.Create(t, rp, class, gw, route, service(elsewhere, "engines"))
+	readyEnginePod(t, c, elsewhere, "engine-0", "engines", "10.0.1.1")
+	key := client.ObjectKeyFromObject(rp)
+
+	// Without a grant the gateway does not send to the Service (RefNotPermitted on the
+	// route), so its pod is no endpoint of the policy; nothing is missing either.
+	waitForStatus(t, k, key, want{
+		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
+		ready: v1alpha1.RoutingPolicyReasonNoReadyEndpoints, routes: 1,
+	})
+
+	c.Create(t, &gatewayv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: elsewhere, Name: "routes-of-" + ns},
+		Spec: gatewayv1.ReferenceGrantSpec{
+			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(ns)}},
+			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	})
+	waitForStatus(t, k, key, want{
+		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
+		ready: v1alpha1.RoutingPolicyReasonReady, routes: 1, endpoints: 1,
+	})
+
+	// A second pod there counts too: engine Pods in the granting namespace reach the
+	// policy in the route's.
+	readyEnginePod(t, c, elsewhere, "engine-1", "engines", "10.0.1.2")
+	waitForStatus(t, k, key, want{
+		accepted: v1alpha1.RoutingPolicyReasonAccepted, resolvedRefs: v1alpha1.RoutingPolicyReasonResolvedRefs,
+		ready: v1alpha1.RoutingPolicyReasonReady, routes: 1, endpoints: 2,
 	})
 }

@@ -1,4 +1,4 @@
-package policystatus
+package strategies
 
 import (
 	"errors"

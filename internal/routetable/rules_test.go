@@ -1,6 +1,7 @@
 package routetable
 
 import (
+	"errors"
 	"reflect"
 	"sync"
 	"testing"
@@ -18,11 +19,11 @@ func ruleOf(t *testing.T, rule *ruleBuilder, extra ...any) *Rule {
 	objs := append([]any{switchboardClass(),
 		aGateway("gw").Listening(onHTTP("web", 80).FromAllNamespaces()),
 		aRoute("chat").InNamespace("team").AttachedTo("default/gw").With(rule)}, extra...)
-	r, ok := build(t, objs...).Match(80, request("GET http://x/"))
+	m, ok := build(t, objs...).Match(Addr{IP: gatewayIP, Port: 80}, request("GET http://x/"))
 	if !ok {
 		t.Fatal("rule did not match")
 	}
-	return r
+	return m.Rule
 }
 
 func TestPolicyAndFilters(t *testing.T) {
@@ -35,22 +36,27 @@ func TestPolicyAndFilters(t *testing.T) {
 		{"no filter: default strategy", aRule(), nil, ""},
 		{"RoutingPolicy ExtensionRef, in the route's namespace", aRule().WithPolicy("fast"), &types.NamespacedName{Namespace: "team", Name: "fast"}, ""},
 		{"ExtensionRef to another kind", aRule().WithExtension(PolicyGroup, "ModelAdapter", "x"),
-			nil, `ExtensionRef to inference.switchboard.dev/ModelAdapter "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
+			nil, `filters[0]: ExtensionRef to inference.switchboard.dev/ModelAdapter "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
 		{"ExtensionRef to another group", aRule().WithExtension("example.com", PolicyKind, "x"),
-			nil, `ExtensionRef to example.com/RoutingPolicy "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
-		{"ExtensionRef type without extensionRef", aRule().WithFilter(gatewayv1.HTTPRouteFilterExtensionRef), nil, "ExtensionRef filter without extensionRef"},
-		{"core filter not yet supported", aRule().WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier), nil, "filter type RequestHeaderModifier is not supported"},
-		{"policy kept, other filter still invalid", aRule().WithPolicy("fast").WithFilter(gatewayv1.HTTPRouteFilterURLRewrite),
-			&types.NamespacedName{Namespace: "team", Name: "fast"}, "filter type URLRewrite is not supported"},
-		{"two policies", aRule().WithPolicy("a").WithPolicy("b"), &types.NamespacedName{Namespace: "team", Name: "a"}, "more than one RoutingPolicy ExtensionRef filter"},
-		{"every problem is described", aRule().WithFilter(gatewayv1.HTTPRouteFilterCORS).WithFilter(gatewayv1.HTTPRouteFilterRequestMirror), nil,
-			"filter type CORS is not supported; filter type RequestMirror is not supported"},
+			nil, `filters[0]: ExtensionRef to example.com/RoutingPolicy "x" is not supported: only inference.switchboard.dev/RoutingPolicy`},
+		{"ExtensionRef type without extensionRef", aRule().WithFilter(gatewayv1.HTTPRouteFilterExtensionRef), nil, "filters[0]: ExtensionRef filter without extensionRef"},
+		{"unsupported filter type", aRule().WithFilter(gatewayv1.HTTPRouteFilterCORS), nil, "filter type CORS is not supported"},
+		{"policy kept, other filter still invalid", aRule().WithPolicy("fast").WithFilter(gatewayv1.HTTPRouteFilterCORS),
+			&types.NamespacedName{Namespace: "team", Name: "fast"}, "filter type CORS is not supported"},
+		{"two policies", aRule().WithPolicy("a").WithPolicy("b"), &types.NamespacedName{Namespace: "team", Name: "a"}, "filters[1]: more than one RoutingPolicy ExtensionRef filter"},
+		{"RequestMirror without requestMirror", aRule().WithFilter(gatewayv1.HTTPRouteFilterRequestMirror), nil,
+			"filters[0]: RequestMirror filter without requestMirror"},
 		{"per-backend filter", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier)), nil,
 			"backendRefs[0]: per-backend filters are not supported"},
+		{"missing policy", aRule().WithPolicy("gone"), &types.NamespacedName{Namespace: "team", Name: "gone"},
+			"RoutingPolicy team/gone referenced by the route does not exist"},
+		{"invalid policy", aRule().WithPolicy("broken"), &types.NamespacedName{Namespace: "team", Name: "broken"},
+			"RoutingPolicy team/broken is invalid: spec.strategy is unknown"},
 	}
+	policies := policyStates{"team/fast": nil, "team/a": nil, "team/broken": errors.New("spec.strategy is unknown")}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := ruleOf(t, tc.rule)
+			r := ruleOf(t, tc.rule, policies)
 			if !reflect.DeepEqual(r.Policy, tc.wantPolicy) {
 				t.Errorf("Policy = %v, want %v", r.Policy, tc.wantPolicy)
 			}
@@ -99,6 +105,13 @@ func TestBackends(t *testing.T) {
 		{"Service without port", aRule().To(service("engine", 0).WithoutPort()), nil, nil,
 			[]RejectedBackend{{Kind: "Service", Target: nn("team", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonUnsupportedValue,
 				Message: "backendRef to Service team/engine has no port"}}},
+		{"missing Service", aRule().To(service("engine", 8000), service("gone", 8000).Weighted(2)), []any{services{"team/engine"}},
+			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}},
+			[]RejectedBackend{{Kind: "Service", Target: nn("team", "gone"), Weight: 2, Reason: gatewayv1.RouteReasonBackendNotFound,
+				Message: "Service team/gone not found"}}},
+		{"no grant is checked before existence", aRule().To(service("engine", 8000).InNamespace("models")), []any{services{"team/engine"}}, nil,
+			[]RejectedBackend{{Kind: "Service", Target: nn("models", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonRefNotPermitted,
+				Message: "no ReferenceGrant in namespace models permits HTTPRoutes in team to reference Service engine"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,15 +129,16 @@ func TestBackends(t *testing.T) {
 func TestRuleIdentity(t *testing.T) {
 	tbl := build(t, switchboardClass(), aGateway("gw").Listening(onHTTP("web", 80), onHTTP("alt", 81)),
 		aRoute("chat").AttachedTo("gw").With(aRule().Exact("/a"), aRule().Named("completions").Exact("/b")))
-	r, ok := tbl.Match(80, request("GET http://x/b"))
+	m, ok := tbl.Match(Addr{IP: gatewayIP, Port: 80}, request("GET http://x/b"))
 	if !ok {
 		t.Fatal("no match")
 	}
+	r := m.Rule
 	want := &Rule{Route: nn("default", "chat"), Index: 1, Name: "completions"}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("rule = %+v, want %+v", r, want)
 	}
-	if r2, _ := tbl.Match(81, request("GET http://x/b")); r2 != r {
+	if m2, _ := tbl.Match(Addr{IP: gatewayIP, Port: 81}, request("GET http://x/b")); m2.Rule != r {
 		t.Error("a route attached to two listeners compiles its rules twice; want one shared *Rule")
 	}
 }
@@ -142,7 +156,7 @@ func TestConcurrentMatch(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				r := benchRequest((g*7+i)%20, i%5)
-				if _, ok := tbl.Match(80, r); !ok {
+				if _, ok := tbl.Match(Addr{IP: gatewayIP, Port: 80}, r); !ok {
 					t.Errorf("no match for %s", r.URL)
 					return
 				}

@@ -2,6 +2,7 @@ package routetable
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,18 +81,93 @@ func TestListenerIsolation(t *testing.T) {
 	}
 }
 
-func TestListenersMergedAcrossGateways(t *testing.T) {
+func TestGatewaysAreIsolated(t *testing.T) {
 	tbl := build(t, switchboardClass(),
-		aGateway("one").Listening(onHTTP("web", 80)),
-		aGateway("two").Listening(onHTTP("web", 80)),
-		aRoute("old").CreatedAt(-time.Hour).AttachedTo("two").With(aRule().PathPrefix("/v1")),
-		aRoute("new").AttachedTo("one").AttachedTo("two").With(aRule().PathPrefix("/v1")),
+		aGateway("one").At("127.0.0.1").Listening(onHTTP("web", 80)),
+		aGateway("two").At("127.0.0.2").Listening(onHTTP("web", 80).ForHost("more.specific.example")),
+		aRoute("mine").AttachedTo("one").With(aRule().PathPrefix("/v1")),
+		aRoute("theirs").AttachedTo("two").ForHosts("more.specific.example").With(aRule().PathPrefix("/v1")),
 	)
-	if got := served(tbl, 80, request("GET http://x/v1")); got != "default/old#0" {
-		t.Errorf("served %s, want default/old#0 (routes of Gateways sharing a port compete)", got)
+	for _, tc := range []struct {
+		ip, url, want string
+	}{
+		{"127.0.0.1", "http://more.specific.example/v1", "default/mine#0"},
+		{"127.0.0.1", "http://x/v1", "default/mine#0"},
+		{"127.0.0.2", "http://more.specific.example/v1", "default/theirs#0"},
+		{"127.0.0.2", "http://x/v1", "404"},
+	} {
+		if got := servedAt(tbl, Addr{IP: tc.ip, Port: 80}, request("GET "+tc.url)); got != tc.want {
+			t.Errorf("GET %s on %s served %s, want %s", tc.url, tc.ip, got, tc.want)
+		}
 	}
-	if n := len(tbl.byPort[80].groups[0].entries); n != 2 {
-		t.Errorf("%d entries, want 2: a route attached through two merged listeners counts once", n)
+}
+
+func TestGatewayAddresses(t *testing.T) {
+	tbl := build(t, switchboardClass(),
+		aGateway("old").CreatedAt(-time.Hour).Listening(onHTTP("web", 80)),
+		aGateway("same-address").Listening(onHTTP("web", 80)),
+		aGateway("same-address-other-port").Listening(onHTTP("web", 81)),
+		aGateway("wildcard").At("0.0.0.0").Listening(onHTTP("web", 80)),
+		aGateway("allocated").At("").Assigned("127.0.1.7").Listening(onHTTP("web", 80)),
+		aGateway("pending").At("").Listening(onHTTP("web", 80)),
+		aGateway("not-an-ip").At("gw.example.com").Listening(onHTTP("web", 82)),
+		aRoute("r").AttachedTo("old").AttachedTo("same-address").AttachedTo("allocated").With(aRule()),
+	)
+	want := map[string]Gateway{
+		"old":                     {Address: "127.0.0.1"},
+		"same-address":            {Address: "127.0.0.1", Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+		"same-address-other-port": {Address: "127.0.0.1"},
+		"wildcard":                {Address: "0.0.0.0", Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+		"allocated":               {Address: "127.0.1.7"},
+		"pending":                 {Unserved: gatewayv1.GatewayReasonAddressNotAssigned},
+		"not-an-ip":               {Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+	}
+	got := tbl.Gateways()
+	if len(got) != len(want) {
+		t.Fatalf("Gateways() = %+v, want %d", got, len(want))
+	}
+	for _, g := range got {
+		w := want[g.Gateway.Name]
+		if g.Address != w.Address || g.Unserved != w.Unserved || (g.Unserved != "") != (g.Message != "") {
+			t.Errorf("Gateway %s = %+v, want address %q unserved %q with a message when unserved", g.Gateway.Name, g, w.Address, w.Unserved)
+		}
+	}
+	wantAddrs := []Addr{{"127.0.0.1", 80}, {"127.0.0.1", 81}, {"127.0.1.7", 80}}
+	if addrs := tbl.Addrs(); !slices.Equal(addrs, wantAddrs) {
+		t.Errorf("Addrs() = %v, want %v", addrs, wantAddrs)
+	}
+	if got := servedAt(tbl, Addr{IP: "127.0.1.7", Port: 80}, request("GET http://x/")); got != "default/r#0" {
+		t.Errorf("allocated address served %s, want default/r#0", got)
+	}
+}
+
+func TestListenerConflicts(t *testing.T) {
+	tbl := build(t, switchboardClass(),
+		aGateway("gw").Listening(onHTTP("first", 80).ForHost("a.example.com"), onHTTP("again", 80).ForHost("A.example.com"),
+			onHTTPS("tls", 443), onHTTP("plain-on-tls-port", 443), onHTTP("other-host", 80).ForHost("b.example.com")),
+		aRoute("b").AttachedTo("gw").ForHosts("b.example.com").With(aRule()),
+		aRoute("r").AttachedTo("gw").With(aRule()),
+	)
+	want := map[gatewayv1.SectionName]gatewayv1.ListenerConditionReason{
+		"first": gatewayv1.ListenerReasonHostnameConflict, "again": gatewayv1.ListenerReasonHostnameConflict,
+		"plain-on-tls-port": gatewayv1.ListenerReasonProtocolConflict, "other-host": "",
+	}
+	for _, l := range tbl.Listeners() {
+		if l.Conflicted != want[l.Name] {
+			t.Errorf("listener %s Conflicted = %q, want %q", l.Name, l.Conflicted, want[l.Name])
+		}
+		if l.Conflicted != "" && l.AttachedRoutes != 0 {
+			t.Errorf("conflicted listener %s has %d routes attached", l.Name, l.AttachedRoutes)
+		}
+	}
+	if got := served(tbl, 443, request("GET http://a.example.com/")); got != "404" {
+		t.Errorf("conflicted listener served %s", got)
+	}
+	if got := served(tbl, 80, request("GET http://a.example.com/")); got != "404" {
+		t.Errorf("conflicting listeners served %s: no winner may be picked", got)
+	}
+	if got := served(tbl, 80, request("GET http://b.example.com/")); got != "default/b#0" {
+		t.Errorf("a listener without conflict served %s, want default/b#0", got)
 	}
 }
 

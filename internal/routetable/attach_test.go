@@ -1,6 +1,7 @@
 package routetable
 
 import (
+	"slices"
 	"testing"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -58,7 +59,7 @@ func TestAttachment(t *testing.T) {
 
 func TestListenersAndPorts(t *testing.T) {
 	tbl := build(t, switchboardClass(), aClass("other", "example.com/other"),
-		aGateway("b").Listening(onHTTP("web", 8080), onHTTP("api", 80).ForHost("API.example.com")),
+		aGateway("b").At("127.0.0.2").Listening(onHTTP("web", 8080), onHTTP("api", 80).ForHost("API.example.com")),
 		aGateway("a").Listening(onHTTP("web", 80), onHTTPS("tls", 443), onHTTP("web", 9999)),
 		aGateway("c").OfClass("other").Listening(onHTTP("web", 7000)),
 		aRoute("one").AttachedTo("a").AttachedTo("a", section("web")).With(aRule()),
@@ -79,8 +80,9 @@ func TestListenersAndPorts(t *testing.T) {
 			t.Errorf("Listeners()[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if ports := tbl.Ports(); len(ports) != 2 || ports[0] != 80 || ports[1] != 8080 {
-		t.Errorf("Ports() = %v, want [80 8080]", ports)
+	wantAddrs := []Addr{{"127.0.0.1", 80}, {"127.0.0.2", 80}, {"127.0.0.2", 8080}}
+	if addrs := tbl.Addrs(); !slices.Equal(addrs, wantAddrs) {
+		t.Errorf("Addrs() = %v, want %v", addrs, wantAddrs)
 	}
 	got[0].Port = 1
 	if tbl.Listeners()[0].Port != 80 {
@@ -94,8 +96,8 @@ func TestEmptyTable(t *testing.T) {
 			if got := served(tbl, 80, request("GET http://example.com/")); got != "404" {
 				t.Errorf("served %s, want 404", got)
 			}
-			if len(tbl.Listeners()) != 0 || len(tbl.Ports()) != 0 {
-				t.Errorf("Listeners() = %v, Ports() = %v, want none", tbl.Listeners(), tbl.Ports())
+			if len(tbl.Listeners()) != 0 || len(tbl.Addrs()) != 0 {
+				t.Errorf("Listeners() = %v, Addrs() = %v, want none", tbl.Listeners(), tbl.Addrs())
 			}
 		})
 	}

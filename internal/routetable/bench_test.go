@@ -67,7 +67,7 @@ func BenchmarkMatch(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tbl.Match(80, r)
+				tbl.Match(Addr{IP: gatewayIP, Port: 80}, r)
 			}
 		})
 	}

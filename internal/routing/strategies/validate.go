@@ -1,4 +1,4 @@
-package policystatus
+package strategies
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
-	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
 
 // InvalidSpecError says why the gateway cannot build a router from a RoutingPolicy spec.
@@ -29,7 +28,7 @@ func (e *InvalidSpecError) Error() string { return e.Message }
 // for a strategy this build does not know.
 func Validate(spec *v1alpha1.RoutingPolicySpec) error {
 	// Routers built here only validate: they never route, so they reserve nothing.
-	registry := strategies.NewRegistry(strategies.Deps{Reserver: cache.Tracker{}, StaleAfter: time.Second})
+	registry := NewRegistry(Deps{Reserver: cache.Tracker{}, StaleAfter: time.Second})
 	known := registry.Strategies()
 	unknown := func(field string, s v1alpha1.Strategy) error {
 		if slices.Contains(known, s) {
@@ -53,7 +52,7 @@ func Validate(spec *v1alpha1.RoutingPolicySpec) error {
 			return err
 		}
 	}
-	if _, err := registry.Router(spec, "", strategies.Limits{}); err != nil {
+	if _, err := registry.Router(spec, "", Limits{}); err != nil {
 		return &InvalidSpecError{Reason: v1alpha1.RoutingPolicyReasonInvalidParameters, Message: err.Error()}
 	}
 	return nil

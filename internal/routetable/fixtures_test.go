@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,13 @@ func build(t testing.TB, objs ...any) *Table {
 			in.ReferenceGrants = append(in.ReferenceGrants, o)
 		case namespaceLabels:
 			in.NamespaceLabels = func(ns string) map[string]string { return o[ns] }
+		case services:
+			in.ServiceExists = func(k types.NamespacedName) bool { return slices.Contains(o, k.String()) }
+		case policyStates:
+			in.Policy = func(k types.NamespacedName) (bool, error) {
+				err, ok := o[k.String()]
+				return ok, err
+			}
 		default:
 			t.Fatalf("build: unexpected fixture %T", o)
 		}
@@ -47,6 +55,13 @@ func build(t testing.TB, objs ...any) *Table {
 
 // namespaceLabels gives Input.NamespaceLabels: namespace → labels.
 type namespaceLabels map[string]map[string]string
+
+// services gives Input.ServiceExists: the "namespace/name" of every Service that exists.
+type services []string
+
+// policyStates gives Input.Policy: "namespace/name" of every RoutingPolicy that exists →
+// why it is invalid (nil when valid).
+type policyStates map[string]error
 
 func switchboardClass() *gatewayv1.GatewayClass { return aClass("switchboard", ControllerName) }
 
@@ -59,12 +74,37 @@ func aClass(name, controller string) *gatewayv1.GatewayClass {
 
 type gatewayBuilder struct{ gw *gatewayv1.Gateway }
 
-// aGateway is a Gateway in the default namespace of class "switchboard".
+// gatewayIP is the address fixture Gateways ask for unless told otherwise.
+const gatewayIP = "127.0.0.1"
+
+// aGateway is a Gateway in the default namespace of class "switchboard", created at
+// epoch, asking for address gatewayIP.
 func aGateway(name string) *gatewayBuilder {
 	return &gatewayBuilder{gw: &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       gatewayv1.GatewaySpec{GatewayClassName: "switchboard"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(epoch)},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "switchboard",
+			Addresses: []gatewayv1.GatewaySpecAddress{{Value: gatewayIP}}},
 	}}
+}
+
+// At makes the Gateway ask for address ip; "" asks for none.
+func (b *gatewayBuilder) At(ip string) *gatewayBuilder {
+	b.gw.Spec.Addresses = nil
+	if ip != "" {
+		b.gw.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: ip}}
+	}
+	return b
+}
+
+// Assigned records ip in the Gateway's status.addresses, as the manager allocates it.
+func (b *gatewayBuilder) Assigned(ip string) *gatewayBuilder {
+	b.gw.Status.Addresses = append(b.gw.Status.Addresses, gatewayv1.GatewayStatusAddress{Value: ip})
+	return b
+}
+
+func (b *gatewayBuilder) CreatedAt(offset time.Duration) *gatewayBuilder {
+	b.gw.CreationTimestamp = metav1.NewTime(epoch.Add(offset))
+	return b
 }
 
 func (b *gatewayBuilder) InNamespace(n string) *gatewayBuilder { b.gw.Namespace = n; return b }
@@ -335,13 +375,19 @@ func request(line string, headers ...string) *http.Request {
 	return r
 }
 
-// served names the rule that serves r on port as "namespace/route#index", or "404".
+// served names the rule that serves r on port of gatewayIP as "namespace/route#index",
+// or "404".
 func served(t *Table, port int32, r *http.Request) string {
-	rule, ok := t.Match(port, r)
+	return servedAt(t, Addr{IP: gatewayIP, Port: port}, r)
+}
+
+// servedAt is served on any address.
+func servedAt(t *Table, addr Addr, r *http.Request) string {
+	m, ok := t.Match(addr, r)
 	if !ok {
 		return "404"
 	}
-	return fmt.Sprintf("%s#%d", rule.Route, rule.Index)
+	return fmt.Sprintf("%s#%d", m.Rule.Route, m.Rule.Index)
 }
 
 func nn(namespace, name string) types.NamespacedName {

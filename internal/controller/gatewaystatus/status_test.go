@@ -1,0 +1,105 @@
+package gatewaystatus
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/internal/routetable"
+)
+
+// TestGatewayStatusListeners checks how the route table's view of a Gateway becomes its
+// status, including states the API server's validation keeps envtest from reaching.
+func TestGatewayStatusListeners(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "gw"}
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", Generation: 3},
+		Spec: gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{
+			{Name: "a", Port: 8080, Protocol: gatewayv1.HTTPProtocolType},
+			{Name: "again", Port: 8080, Protocol: gatewayv1.HTTPProtocolType},
+		}},
+	}
+	type cond struct {
+		listener gatewayv1.SectionName // "" for the Gateway's
+		typ      string
+		status   metav1.ConditionStatus
+		reason   string
+		message  string // checked when not empty
+	}
+	for _, tc := range []struct {
+		name       string
+		served     routetable.Gateway
+		listeners  []routetable.Listener
+		unassigned string
+		addresses  int
+		want       []cond
+	}{{
+		name:   "hostname conflict",
+		served: routetable.Gateway{Gateway: key, Address: "10.0.0.1"},
+		listeners: []routetable.Listener{
+			{Gateway: key, Name: "a", Port: 8080, AttachedRoutes: 2},
+			{Gateway: key, Name: "again", Port: 8080, Hostname: "a.example.com", Conflicted: gatewayv1.ListenerReasonHostnameConflict},
+		},
+		addresses: 1,
+		want: []cond{
+			{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid", "Listeners not valid: again (HostnameConflict)"},
+			{"", "Programmed", metav1.ConditionTrue, "Programmed", ""},
+			{"a", "Conflicted", metav1.ConditionFalse, "NoConflicts", ""},
+			{"again", "Conflicted", metav1.ConditionTrue, "HostnameConflict", "Another listener of the Gateway uses port 8080 for a.example.com"},
+			{"again", "Accepted", metav1.ConditionFalse, "HostnameConflict", ""},
+			{"again", "Programmed", metav1.ConditionFalse, "Invalid", ""},
+		},
+	}, {
+		name:       "no address: the allocator's message",
+		served:     routetable.Gateway{Gateway: key, Unserved: gatewayv1.GatewayReasonAddressNotAssigned, Message: "from the table"},
+		listeners:  []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
+		unassigned: "pool exhausted",
+		want: []cond{
+			{"", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+			{"", "Programmed", metav1.ConditionFalse, "AddressNotAssigned", "pool exhausted"},
+			{"a", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+			{"a", "Programmed", metav1.ConditionFalse, "Invalid", "The Gateway is not served: pool exhausted"},
+		},
+	}, {
+		name: "unusable address: the table's message",
+		served: routetable.Gateway{Gateway: key, Address: "10.0.0.1",
+			Unserved: gatewayv1.GatewayReasonAddressNotUsable, Message: "already served"},
+		listeners:  []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
+		unassigned: "ignored",
+		addresses:  1,
+		want: []cond{
+			{"", "Programmed", metav1.ConditionFalse, "AddressNotUsable", "already served"},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := gatewayStatus(gw, tc.served, tc.listeners, tc.unassigned)
+			if len(st.Addresses) != tc.addresses || tc.addresses == 1 && st.Addresses[0].Value != tc.served.Address {
+				t.Errorf("addresses %+v, want %d of %q", st.Addresses, tc.addresses, tc.served.Address)
+			}
+			for _, w := range tc.want {
+				conds := st.Conditions
+				if w.listener != "" {
+					for _, ls := range st.Listeners {
+						if ls.Name == w.listener {
+							conds = ls.Conditions
+						}
+					}
+				}
+				c := meta.FindStatusCondition(conds, w.typ)
+				switch {
+				case c == nil:
+					t.Errorf("listener %q: no %s condition", w.listener, w.typ)
+				case c.Status != w.status || c.Reason != w.reason || c.ObservedGeneration != 3 || w.message != "" && c.Message != w.message:
+					t.Errorf("listener %q: %s=%s %s gen %d %q, want %s %s gen 3 %q",
+						w.listener, w.typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, w.status, w.reason, w.message)
+				}
+			}
+			if st.Listeners[0].AttachedRoutes != tc.listeners[0].AttachedRoutes {
+				t.Errorf("attachedRoutes %d, want %d", st.Listeners[0].AttachedRoutes, tc.listeners[0].AttachedRoutes)
+			}
+		})
+	}
+}

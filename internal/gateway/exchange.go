@@ -1,0 +1,323 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/openai"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+// exchange is one client request on its way through a matched rule: the choice of
+// backend and endpoint, the upstream round trips (a first one and retries) and the relay
+// of the response. It lives on the handler's goroutine.
+type exchange struct {
+	g       *Gateway
+	w       http.ResponseWriter
+	r       *http.Request
+	matched routetable.Matched
+	start   time.Time
+	o       *outcome
+	// retries is how many further endpoints may be tried after connection failures.
+	retries int
+
+	// Set for inference rules: the parsed request, its model and the policy's router.
+	req      openai.Request
+	model    *cache.Model
+	router   routing.Router
+	strategy v1alpha1.Strategy
+	// body is the buffered request body; nil when a plain request streams its body.
+	body []byte
+	// stream is a plain request's streamed body.
+	stream *onceBody
+}
+
+// serveInference routes a request on a rule with a RoutingPolicy filter: by the model
+// its OpenAI-compatible body names, with the policy's strategy.
+func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
+	body, ok := x.readBody()
+	if !ok {
+		return
+	}
+	x.body = body
+	req, err := parseRequest(body)
+	if err != nil {
+		x.o.fail(x.w, x.r, err)
+		return
+	}
+	x.req = req
+	model, ok := x.g.view.Model(req.Model)
+	if !ok {
+		x.o.fail(x.w, x.r, errModelNotFound(req.Model))
+		return
+	}
+	x.model = model
+	x.o.model = model.Name // only served names: clients cannot grow the label set
+	router, strategy, err := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
+	if err != nil {
+		x.o.fail(x.w, x.r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err)))
+		return
+	}
+	x.router, x.strategy = router, strategy
+	x.proxy()
+}
+
+// servePlain proxies a request on a rule without a RoutingPolicy filter unchanged to a
+// ready pod of its backends, balanced by least request. The body is streamed, not
+// parsed, unless a RequestMirror needs a copy.
+func (x *exchange) servePlain() {
+	x.router, x.strategy = x.g.plain, v1alpha1.StrategyLeastRequest
+	if len(x.matched.Rule.Mirrors) > 0 {
+		body, ok := x.readBody()
+		if !ok {
+			return
+		}
+		x.body = body
+	} else {
+		x.stream = &onceBody{r: x.r.Body}
+	}
+	x.proxy()
+}
+
+// proxy picks a backend by weight and an endpoint of it, sends the request and relays
+// the response, trying other endpoints after connection failures.
+func (x *exchange) proxy() {
+	rule := x.matched.Rule
+	backends := newBackendChoice(rule, x.g.opts.Random)
+	var exclude map[*cache.Pod]bool
+	var unreachable *Error // the last connection failure, if any
+	mirrored := false
+	for attempt := 0; ; {
+		b, err := backends.next()
+		if err != nil {
+			x.o.fail(x.w, x.r, x.noBackendLeft(err, unreachable))
+			return
+		}
+		backend := rule.Backends[b]
+		svc, cands := x.g.candidates(backend, x.model, exclude)
+		if len(cands) == 0 {
+			backends.skip(b) // its share goes to the backends that can serve
+			continue
+		}
+		target, err := x.route(cands)
+		if err != nil {
+			x.o.fail(x.w, x.r, err)
+			return
+		}
+		x.o.endpoint = target.Pod.Key.String()
+		if attempt == 0 {
+			x.g.metrics.overhead.Observe(since(x.start))
+		}
+		port, _ := svc.TargetPort(backend.Port, target.Pod)
+		if !mirrored {
+			mirrored = true
+			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
+		}
+		resp, err := x.send(target.Pod, port)
+		if err == nil {
+			x.o.status = resp.StatusCode
+			x.relay(target, resp)
+			return
+		}
+		target.Release(0)
+		unreachable = upstreamError(target.Pod, err)
+		if !x.retryable(err) || attempt >= x.retries || x.r.Context().Err() != nil {
+			x.o.fail(x.w, x.r, unreachable)
+			return
+		}
+		attempt++
+		if exclude == nil {
+			exclude = make(map[*cache.Pod]bool)
+		}
+		exclude[target.Pod] = true
+		backends.reset() // the backend may have other endpoints left
+	}
+}
+
+// noBackendLeft is the client's error when no backend has a candidate left: the last
+// connection failure after retries, or why none could serve.
+func (x *exchange) noBackendLeft(err error, unreachable *Error) error {
+	if unreachable != nil && errors.Is(err, errNoBackendLeft) {
+		return unreachable
+	}
+	if !errors.Is(err, errNoBackendLeft) {
+		return err
+	}
+	if x.model == nil {
+		return errNoReadyBackend()
+	}
+	if !x.g.servesModel(x.matched.Rule, x.model) {
+		return errModelNotFound(x.req.Model)
+	}
+	return errNoEndpoint(x.req.Model)
+}
+
+// route lets the exchange's router pick and reserve one of cands.
+func (x *exchange) route(cands []*cache.Pod) (*routing.Target, error) {
+	rc := routing.NewRoutingContext(x.r.Context(), routing.Request{
+		Model:        x.req.Model,
+		Prompt:       x.req.Prompt,
+		PromptTokens: openai.EstimateTokens(x.req.Prompt),
+		MaxTokens:    x.req.MaxTokens,
+		Stream:       x.req.Stream,
+		RequestID:    x.r.Header.Get(HeaderRequestID),
+		Headers:      x.r.Header,
+	}, x.model, cands)
+	start := time.Now()
+	x.router.Route(rc)
+	target, err := rc.Wait()
+	x.g.metrics.routing.WithLabelValues(string(x.strategy)).Observe(since(start))
+	if err != nil {
+		if ctx := x.r.Context(); ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, routingError(x.req.Model, err)
+	}
+	return target, nil
+}
+
+// retryable reports whether a failed round trip may be tried on another endpoint: it
+// failed to connect, so the engine never saw it, and a streamed body is still unread.
+func (x *exchange) retryable(err error) bool {
+	return isConnectError(err) && (x.stream == nil || !x.stream.started())
+}
+
+// send forwards the request, after the rule's filters, to port of pod and returns the
+// response headers. The upstream request ends with the client's.
+func (x *exchange) send(pod *cache.Pod, port int32) (*http.Response, error) {
+	out, err := upstreamRequest(x.r.Context(), x.r, pod.Address, port, x.body, x.stream)
+	if err != nil {
+		return nil, err
+	}
+	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
+	return x.g.transport.RoundTrip(out)
+}
+
+// upstreamRequest returns the request r forwarded to addr:port with body (or stream
+// when body is nil), with the client's method, path, query, Host and end-to-end headers.
+func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int32, body []byte, stream io.Reader) (*http.Request, error) {
+	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + r.URL.RequestURI()
+	var rd io.Reader = http.NoBody
+	length := int64(0)
+	switch {
+	case body != nil:
+		rd, length = bytes.NewReader(body), int64(len(body))
+	case stream != nil && r.ContentLength != 0:
+		rd, length = stream, r.ContentLength // -1: unknown, sent chunked
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, url, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	copyHeaders(out.Header, r.Header)
+	out.Header.Del("Content-Length")
+	out.ContentLength = length
+	out.Host = r.Host
+	return out, nil
+}
+
+// relay streams resp to the client, flushing each chunk as it arrives so that
+// server-sent events reach the client one by one, and releases the reservation when the
+// response ends, fails or the client goes away.
+func (x *exchange) relay(target *routing.Target, resp *http.Response) {
+	defer target.Release(0)
+	defer resp.Body.Close()
+	h := x.w.Header()
+	copyHeaders(h, resp.Header)
+	h.Set(HeaderEndpoint, target.Pod.Key.String())
+	h.Set(HeaderRequestID, x.r.Header.Get(HeaderRequestID))
+	x.matched.Rule.Filters.ModifyResponse(h)
+	x.w.WriteHeader(resp.StatusCode)
+	flusher := http.NewResponseController(x.w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				return // the client went away; its context cancels the upstream request
+			}
+			_ = flusher.Flush()
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			x.upstreamDied(target.Pod)
+			return
+		}
+	}
+}
+
+// upstreamDied ends a response whose engine failed mid-body: a stream gets a final
+// OpenAI-shaped error event; any other response is aborted, so that the client sees a
+// truncated response rather than a well-formed partial one.
+func (x *exchange) upstreamDied(pod *cache.Pod) {
+	if x.r.Context().Err() != nil {
+		return
+	}
+	if !x.req.Stream {
+		panic(http.ErrAbortHandler)
+	}
+	msg := fmt.Sprintf("The model server %s failed while streaming the response.", pod.Key)
+	_, _ = fmt.Fprintf(x.w, "data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"upstream_failed\"}}\n\n", msg)
+	_ = http.NewResponseController(x.w).Flush()
+}
+
+// upstreamError maps a failed upstream round trip to the client's error.
+func upstreamError(pod *cache.Pod, err error) *Error {
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() && !isConnectError(err) {
+		return errTimeout()
+	}
+	return errUnreachable(fmt.Sprintf("The server %s could not be reached.", pod.Key))
+}
+
+// isConnectError reports whether err happened before the request reached the engine,
+// so that retrying it elsewhere cannot run it twice.
+func isConnectError(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// hopHeaders are the hop-by-hop headers a proxy does not forward (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// copyHeaders copies src into dst without hop-by-hop headers.
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append(dst[k][:0:0], vs...)
+	}
+	for _, h := range hopHeaders {
+		dst.Del(h)
+	}
+}
+
+// onceBody is a plain request's body, streamed to the first endpoint that reads it. It
+// records whether any byte was read, so that a connection failure before that can be
+// retried elsewhere, and never closes the client's body (the server does).
+type onceBody struct {
+	r    io.Reader
+	read atomic.Bool
+}
+
+func (b *onceBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.r.Read(p)
+}
+
+// started reports whether an upstream request has read from the body.
+func (b *onceBody) started() bool { return b.read.Load() }

@@ -1,0 +1,457 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
+)
+
+const (
+	tenantA = "team-a"
+	tenantB = "team-b"
+)
+
+// echoed is what an echo backend answers: the request as it arrived, and who it is.
+type echoed struct {
+	Pod, Method, Path, Host string
+	Headers                 http.Header
+	BodyBytes               int
+}
+
+// echoServer serves, on a free port of host, an HTTP backend that answers every request
+// with its echoed JSON, counting requests. It stops when the test ends.
+func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits = new(atomic.Int64)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(echoed{Pod: pod, Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Headers: r.Header, BodyBytes: int(n)})
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String(), hits
+}
+
+// webPod registers a plain (non-engine) Pod ns/name labelled app=app whose container
+// port "web" is the port of addr, Running and Ready at addr's IP.
+func webPod(t testing.TB, c *testenv.Cluster, ns, name, app, addr string) {
+	t.Helper()
+	host, p, _ := net.SplitHostPort(addr)
+	var port int32
+	_, _ = fmt.Sscan(p, &port)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "echo",
+			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: port}}}}},
+	}
+	c.Create(t, pod)
+	c.SetPodReady(t, pod, host, true)
+}
+
+// webService is a Service ns/name selecting app=name pods, port 80 → container port "web".
+func webService(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("web")}}},
+	}
+}
+
+// backend is a backendRef to Service name (namespace/name for another namespace) on
+// port with weight.
+func backend(name string, port, weight int32) gatewayv1.HTTPBackendRef {
+	ref := gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+		Name: gatewayv1.ObjectName(name), Port: new(gatewayv1.PortNumber(port))}, Weight: new(weight)}
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		ref.Namespace, ref.Name = new(gatewayv1.Namespace(ns)), gatewayv1.ObjectName(n)
+	}
+	return gatewayv1.HTTPBackendRef{BackendRef: ref}
+}
+
+// route is an HTTPRoute ns/name on Gateway gw for hostname with one rule.
+func route(ns, name, gw, hostname string, rule gatewayv1.HTTPRouteRule) *gatewayv1.HTTPRoute {
+	return &gatewayv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gatewayv1.HTTPRouteSpec{
+			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{{Name: gatewayv1.ObjectName(gw)}}},
+			Hostnames:       []gatewayv1.Hostname{gatewayv1.Hostname(hostname)},
+			Rules:           []gatewayv1.HTTPRouteRule{rule},
+		},
+	}
+}
+
+// policyFilter is the ExtensionRef filter applying RoutingPolicy name.
+func policyFilter(name string) gatewayv1.HTTPRouteFilter {
+	return gatewayv1.HTTPRouteFilter{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{
+		Group: gatewayv1.Group(v1alpha1.GroupVersion.Group), Kind: "RoutingPolicy", Name: gatewayv1.ObjectName(name)}}
+}
+
+// send sends method path with Host host and body to base and returns the status, the
+// headers and the echoed request (zero when the answer is not an echo).
+func send(t testing.TB, base, method, host, path, body string, header ...string) (int, http.Header, echoed) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, echoed{} // not listening yet, or the connection failed
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var e echoed
+	_ = json.Unmarshal(raw, &e)
+	return resp.StatusCode, resp.Header, e
+}
+
+// TestGatewayAPIRouting drives a real gateway (in process) over HTTP against a real API
+// server: tenant isolation across namespaces, backend weights, plain Gateway API rules,
+// Core and extended filters, Gateways isolated on their own addresses, and the scope of
+// the ext_proc picker.
+func TestGatewayAPIRouting(t *testing.T) {
+	c := testenv.Start(t)
+	for _, n := range []string{tenantA, tenantB} {
+		c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	// team-b's engine: what team-a must not reach without a grant.
+	secret := testenv.EngineProcess(t, "127.0.0.20", "secret-model")
+	c.EnginePod(t, tenantB, "secret-0", "secret-model", secret, map[string]string{"app": "secret"})
+	// team-a's engine and plain web backends.
+	llama := testenv.EngineProcess(t, "127.0.0.21", "llama-3-8b")
+	c.EnginePod(t, tenantA, "llama-0", "llama-3-8b", llama, map[string]string{"app": "llama"})
+	webA, hitsA := echoServer(t, "127.0.0.22", "web-a")
+	webB, hitsB := echoServer(t, "127.0.0.23", "web-b")
+	mirrorAddr, mirrorHits := echoServer(t, "127.0.0.24", "mirror")
+	webPod(t, c, tenantA, "web-a", "web-a", webA)
+	webPod(t, c, tenantA, "web-b", "web-b", webB)
+	webPod(t, c, tenantA, "mirror", "mirror", mirrorAddr)
+	unready := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "web-empty", Labels: map[string]string{"app": "web-empty"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "echo"}}}}
+	c.Create(t, unready)
+
+	listener := testenv.FreeAddr(t, "127.0.0.1")
+	class, gw := gatewayObjects(t, tenantA, listener)
+	_, port, _ := net.SplitHostPort(listener)
+	var listenerPort int32
+	_, _ = fmt.Sscan(port, &listenerPort)
+	other := gw.DeepCopy()
+	other.Name, other.Spec.Addresses = "other", []gatewayv1.GatewaySpecAddress{{Value: "127.0.0.25"}}
+	other.Spec.Listeners[0].Hostname = new(gatewayv1.Hostname("web.example"))
+	c.Create(t, class, gw, other,
+		testenv.EngineService(tenantB, "secret-svc", map[string]string{"app": "secret"}),
+		testenv.EngineService(tenantA, "llama", map[string]string{"app": "llama"}),
+		webService(tenantA, "web-a"), webService(tenantA, "web-b"), webService(tenantA, "web-empty"), webService(tenantA, "mirror"),
+		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "rp"},
+			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}},
+		route(tenantA, "leak", "gw", "leak.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{policyFilter("rp")}, BackendRefs: []gatewayv1.HTTPBackendRef{backend(tenantB+"/secret-svc", 8000, 1)}}),
+		route(tenantA, "leak-plain", "gw", "leak-plain.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend(tenantB+"/secret-svc", 8000, 1)}}),
+		route(tenantA, "empty", "gw", "empty.example", gatewayv1.HTTPRouteRule{Filters: []gatewayv1.HTTPRouteFilter{policyFilter("rp")}}),
+		route(tenantA, "own", "gw", "own.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{policyFilter("rp")}, BackendRefs: []gatewayv1.HTTPBackendRef{backend("llama", 8000, 1)}}),
+		route(tenantA, "split", "gw", "split.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 3), backend("web-b", 80, 1)}}),
+		route(tenantA, "drain", "gw", "drain.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1), backend("web-b", 80, 0)}}),
+		route(tenantA, "half-rejected", "gw", "half-rejected.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1), backend("no-such-service", 80, 1)}}),
+		route(tenantA, "skip-empty", "gw", "skip-empty.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-empty", 80, 1), backend("web-b", 80, 1)}}),
+		route(tenantA, "filters", "gw", "filters.example", gatewayv1.HTTPRouteRule{
+			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: new(gatewayv1.PathMatchPathPrefix), Value: new("/old")}}},
+			Filters: []gatewayv1.HTTPRouteFilter{
+				{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+					Set: []gatewayv1.HTTPHeader{{Name: "X-Tenant", Value: "a"}}, Remove: []string{"X-Secret"}}},
+				{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+					Add: []gatewayv1.HTTPHeader{{Name: "X-Served-By", Value: "switchboard"}}}},
+				{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{
+					Hostname: new(gatewayv1.PreciseHostname("rewritten.example")),
+					Path:     &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: new("/new")}}},
+				{Type: gatewayv1.HTTPRouteFilterRequestMirror, RequestMirror: &gatewayv1.HTTPRequestMirrorFilter{
+					BackendRef: gatewayv1.BackendObjectReference{Name: "mirror", Port: new(gatewayv1.PortNumber(80))}}},
+			},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "redirect", "gw", "redirect.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{
+				Hostname: new(gatewayv1.PreciseHostname("elsewhere.example")), StatusCode: new(301)}}}}),
+		route(tenantA, "inference-with-filters", "gw", "both.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{policyFilter("rp"), {Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier,
+				ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Policy", Value: "rp"}}}}},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("llama", 8000, 1)}}),
+		route(tenantA, "foreign-extension", "gw", "foreign.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{
+				Group: "example.com", Kind: "RateLimit", Name: "x"}}},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "on-other", "other", "web.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-b", 80, 1)}}),
+	)
+
+	g, _ := runGateway(t, c, gateway.Options{UpstreamTimeout: 5 * time.Second})
+	base := "http://" + listener
+	chat := func(host, model string) (int, http.Header) {
+		status, hdr, _ := send(t, base, http.MethodPost, host, "/v1/chat/completions", string(chatBody(model, false)))
+		return status, hdr
+	}
+	testenv.WaitUntil(t, waitTimeout, "the gateway serves own.example", func() bool {
+		status, _ := chat("own.example", "llama-3-8b")
+		return status == http.StatusOK
+	})
+
+	t.Run("a route reaches another namespace only with a ReferenceGrant", func(t *testing.T) {
+		for _, host := range []string{"leak.example", "leak-plain.example"} {
+			for range 5 {
+				status, hdr := chat(host, "secret-model")
+				if status != http.StatusInternalServerError || hdr.Get(gateway.HeaderEndpoint) != "" {
+					t.Fatalf("%s without a ReferenceGrant: %d endpoint %q, want 500 and no endpoint", host, status, hdr.Get(gateway.HeaderEndpoint))
+				}
+			}
+		}
+		c.Create(t, &gatewayv1.ReferenceGrant{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "team-a-routes"},
+			Spec: gatewayv1.ReferenceGrantSpec{
+				From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: tenantA}},
+				To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+			},
+		})
+		testenv.WaitUntil(t, waitTimeout, "the granted route serves team-b's engine", func() bool {
+			status, hdr := chat("leak.example", "secret-model")
+			return status == http.StatusOK && hdr.Get(gateway.HeaderEndpoint) == tenantB+"/secret-0"
+		})
+	})
+
+	t.Run("a rule without backends answers 500", func(t *testing.T) {
+		if status, hdr := chat("empty.example", "secret-model"); status != http.StatusInternalServerError || hdr.Get(gateway.HeaderEndpoint) != "" {
+			t.Errorf("rule without backendRefs: %d endpoint %q, want 500 and no endpoint", status, hdr.Get(gateway.HeaderEndpoint))
+		}
+	})
+
+	t.Run("a model outside the rule's backends is not served", func(t *testing.T) {
+		if status, hdr := chat("own.example", "secret-model"); status != http.StatusNotFound || hdr.Get(gateway.HeaderEndpoint) != "" {
+			t.Errorf("team-b's model on team-a's route: %d endpoint %q, want 404 and no endpoint", status, hdr.Get(gateway.HeaderEndpoint))
+		}
+	})
+
+	count := func(host string, n int) map[string]int {
+		t.Helper()
+		got := map[string]int{}
+		for range n {
+			status, hdr, e := send(t, base, http.MethodGet, host, "/", "")
+			switch {
+			case status == http.StatusOK && e.Pod != "" && hdr.Get(gateway.HeaderEndpoint) == tenantA+"/"+e.Pod:
+				got[e.Pod]++
+			default:
+				got[fmt.Sprint(status)]++
+			}
+		}
+		return got
+	}
+	t.Run("weights split the traffic", func(t *testing.T) {
+		const n = 400
+		got := count("split.example", n)
+		share := float64(got["web-a"]) / n
+		t.Logf("3:1 split over %d requests: %v (web-a %.1f%%)", n, got, share*100)
+		if got["web-a"]+got["web-b"] != n || share < 0.70 || share > 0.80 {
+			t.Errorf("3:1 split = %v, want web-a at 75%% ± 5%% and nothing else", got)
+		}
+	})
+	t.Run("weight 0 drains a backend", func(t *testing.T) {
+		before := hitsB.Load()
+		if got := count("drain.example", 100); got["web-a"] != 100 || hitsB.Load() != before {
+			t.Errorf("weight 0: %v, web-b got %d, want every request on web-a", got, hitsB.Load()-before)
+		}
+	})
+	t.Run("a rejected backend's share answers 500", func(t *testing.T) {
+		got := count("half-rejected.example", 200)
+		t.Logf("1:1 with a rejected backend over 200 requests: %v", got)
+		if got["web-a"]+got["500"] != 200 || got["500"] < 70 || got["500"] > 130 {
+			t.Errorf("half rejected = %v, want about 100 answered 500 and the rest on web-a", got)
+		}
+	})
+	t.Run("a backend without ready pods gives its share to the others", func(t *testing.T) {
+		if got := count("skip-empty.example", 50); got["web-b"] != 50 {
+			t.Errorf("one empty backend: %v, want all 50 on web-b", got)
+		}
+	})
+
+	t.Run("plain rules proxy any request unchanged", func(t *testing.T) {
+		hdr := []string{"X-Anything", "kept"}
+		status, h, e := send(t, base, http.MethodPut, "split.example", "/any/path?q=1", strings.Repeat("x", 5000), hdr...)
+		if status != http.StatusOK || e.Method != http.MethodPut || e.Path != "/any/path?q=1" || e.BodyBytes != 5000 ||
+			e.Host != "split.example" || e.Headers.Get("X-Anything") != "kept" {
+			t.Errorf("plain PUT: %d %+v", status, e)
+		}
+		if h.Get(gateway.HeaderRequestID) == "" || h.Get(gateway.HeaderEndpoint) == "" {
+			t.Errorf("plain response headers %v lack %s or %s", h, gateway.HeaderRequestID, gateway.HeaderEndpoint)
+		}
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		before := mirrorHits.Load()
+		status, h, e := send(t, base, http.MethodGet, "filters.example", "/old/page", "", "X-Secret", "s3cret")
+		if status != http.StatusOK || e.Path != "/new/page" || e.Host != "rewritten.example" ||
+			e.Headers.Get("X-Tenant") != "a" || e.Headers.Get("X-Secret") != "" || h.Get("X-Served-By") != "switchboard" {
+			t.Errorf("filtered request: %d %+v, response headers %v", status, e, h)
+		}
+		testenv.WaitUntil(t, waitTimeout, "the mirror receives the request", func() bool { return mirrorHits.Load() > before })
+
+		status, h, _ = send(t, base, http.MethodGet, "redirect.example", "/x?y=1", "")
+		if want := "http://elsewhere.example:" + port + "/x?y=1"; status != http.StatusMovedPermanently || h.Get("Location") != want {
+			t.Errorf("redirect: %d Location %q, want 301 %q", status, h.Get("Location"), want)
+		}
+
+		status, h = chat("both.example", "llama-3-8b")
+		if status != http.StatusOK || h.Get("X-Policy") != "rp" {
+			t.Errorf("inference rule with a filter: %d X-Policy %q, want 200 rp", status, h.Get("X-Policy"))
+		}
+
+		hitsBefore := hitsA.Load()
+		if status, _, _ := send(t, base, http.MethodGet, "foreign.example", "/", ""); status != http.StatusInternalServerError || hitsA.Load() != hitsBefore {
+			t.Errorf("ExtensionRef to an unknown kind: %d, want 500 and no request upstream", status)
+		}
+	})
+
+	t.Run("Gateways are served on their own addresses", func(t *testing.T) {
+		otherBase := "http://127.0.0.25:" + port
+		testenv.WaitUntil(t, waitTimeout, "the other Gateway serves its route", func() bool {
+			status, _, e := send(t, otherBase, http.MethodGet, "web.example", "/", "")
+			return status == http.StatusOK && e.Pod == "web-b"
+		})
+		if status, _, _ := send(t, base, http.MethodGet, "web.example", "/", ""); status != http.StatusNotFound {
+			t.Errorf("the other Gateway's route on gw's address: %d, want 404", status)
+		}
+		if status, _, _ := send(t, otherBase, http.MethodGet, "split.example", "/", ""); status != http.StatusNotFound {
+			t.Errorf("gw's route on the other Gateway's address: %d, want 404", status)
+		}
+		// A newer Gateway asking for gw's address and port is not served there.
+		squatter := gw.DeepCopy()
+		squatter.ObjectMeta = metav1.ObjectMeta{Namespace: tenantA, Name: "squatter"}
+		c.Create(t, squatter, route(tenantA, "squat", "squatter", "squat.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-b", 80, 1)}}))
+		testenv.WaitUntil(t, waitTimeout, "the gateway knows the squatter and its route", func() bool {
+			known := false
+			for _, gw := range g.Table().Gateways() {
+				known = known || gw.Gateway.Name == "squatter" && gw.Unserved == gatewayv1.GatewayReasonAddressNotUsable
+			}
+			for _, rs := range g.Table().Routes() {
+				if rs.Route.Name == "squat" {
+					return known
+				}
+			}
+			return false
+		})
+		if status, _, _ := send(t, base, http.MethodGet, "squat.example", "/", ""); status != http.StatusNotFound {
+			t.Errorf("a newer Gateway on the same address: %d, want 404", status)
+		}
+		if status, _, e := send(t, base, http.MethodGet, "split.example", "/", ""); status != http.StatusOK || e.Pod == "" {
+			t.Errorf("gw after a newer Gateway claimed its address: %d, want 200", status)
+		}
+	})
+
+	t.Run("the ext_proc picker stays in its scope", func(t *testing.T) {
+		scope := gateway.PickScope{Namespace: tenantA}
+		if dest, status, _ := pickOverExtProc(t, g, scope, chatBody("secret-model", false)); status != http.StatusNotFound || dest != "" {
+			t.Errorf("team-b's model from a team-a picker: destination %q status %d, want 404", dest, status)
+		}
+		dest, _, done := pickOverExtProc(t, g, scope, chatBody("llama-3-8b", false))
+		done()
+		if dest != llama {
+			t.Errorf("picker destination %q, want %s", dest, llama)
+		}
+	})
+
+	t.Run("stalled bodies pin no memory and others are served", func(t *testing.T) {
+		const stalled = 500
+		before := heapInUse()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for range stalled {
+			conn, err := net.Dial("tcp", listener)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, conn)
+			if _, err := fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: own.example\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 16<<20); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testenv.WaitUntil(t, 30*time.Second, "every stalled request waits in the body read", func() bool {
+			return goroutinesReadingBody() >= stalled
+		})
+		during := heapInUse()
+		t.Logf("heap in use: %.1f MiB before, %.1f MiB with %d requests declaring 16 MiB bodies and sending none", mib(before), mib(during), stalled)
+		if during > 100<<20 {
+			t.Errorf("heap in use %.1f MiB with %d stalled bodies, want under 100 MiB", mib(during), stalled)
+		}
+		if status, _ := chat("own.example", "llama-3-8b"); status != http.StatusOK {
+			t.Errorf("a request beside the stalled ones: %d, want 200", status)
+		}
+	})
+
+	t.Run("the route status matches what is served", func(t *testing.T) {
+		// The status controller is tested in its own package; here only the table the
+		// gateway serves from is checked for the foreign ExtensionRef.
+		for _, rs := range g.Table().Routes() {
+			if rs.Route.Name == "foreign-extension" && (rs.InvalidRules != 1 || rs.ResolvedRefs != gatewayv1.RouteReasonInvalidKind) {
+				t.Errorf("foreign-extension status facts = %+v, want one invalid rule and ResolvedRefs InvalidKind", rs)
+			}
+		}
+	})
+}
+
+// goroutinesReadingBody counts goroutines of this process blocked on the network inside
+// inbound.ReadBody.
+func goroutinesReadingBody() int {
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte("inbound.ReadBody(")) {
+			n++
+		}
+	}
+	return n
+}
+
+// heapInUse returns the heap bytes in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }

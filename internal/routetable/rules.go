@@ -1,0 +1,179 @@
+package routetable
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/internal/httpfilter"
+)
+
+// compiledRule is a Rule with its matches compiled and its status facts. A rule with
+// spec matches that all failed to compile has no matches and never matches; a rule with
+// no spec matches gets the default PathPrefix "/".
+type compiledRule struct {
+	rule    *Rule
+	matches []compiledMatch
+	// problems are the rule's unresolved references, for ResolvedRefs.
+	problems []problem
+	// unsupported reports whether the rule uses a feature the gateway does not implement.
+	unsupported bool
+}
+
+type compiledMatch struct {
+	m     match
+	index int
+}
+
+// compileRules compiles every rule of route.
+func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
+	out := make([]compiledRule, 0, len(route.Spec.Rules))
+	name := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
+	for i, r := range route.Spec.Rules {
+		cr := compiledRule{rule: &Rule{Route: name, Index: i}}
+		if r.Name != nil {
+			cr.rule.Name = string(*r.Name)
+		}
+		var invalid []string
+		fail := func(unsupported bool, format string, args ...any) {
+			invalid = append(invalid, fmt.Sprintf(format, args...))
+			cr.unsupported = cr.unsupported || unsupported
+		}
+		chain, problems := httpfilter.Compile(r.Filters)
+		problems = append(problems, chain.CheckMatches(r.Matches)...)
+		for _, p := range problems {
+			fail(true, "%s", p)
+		}
+		if !chain.Empty() {
+			cr.rule.Filters = chain
+		}
+		for fi, f := range r.Filters {
+			switch f.Type {
+			case gatewayv1.HTTPRouteFilterExtensionRef:
+				cr.extensionRef(fi, f.ExtensionRef, refs, fail)
+			case gatewayv1.HTTPRouteFilterRequestMirror:
+				cr.mirror(fi, f.RequestMirror, refs, fail)
+			}
+		}
+		for bi, b := range r.BackendRefs {
+			if len(b.Filters) > 0 {
+				fail(true, "backendRefs[%d]: per-backend filters are not supported", bi)
+			}
+			backend, rejected, ok := refs.backend(route.Namespace, b.BackendRef)
+			if !ok {
+				cr.rule.RejectedBackends = append(cr.rule.RejectedBackends, rejected)
+				cr.problems = append(cr.problems, problem{rejected.Reason, fmt.Sprintf("backendRefs[%d]: %s", bi, rejected.Message)})
+				continue
+			}
+			cr.rule.Backends = append(cr.rule.Backends, backend)
+		}
+		cr.rule.InvalidFilter = strings.Join(invalid, "; ")
+
+		if len(r.Matches) == 0 {
+			cr.matches = []compiledMatch{{m: match{kind: pathPrefix, path: "/"}}}
+		}
+		for mi, hm := range r.Matches {
+			if m, ok := compileMatch(hm); ok {
+				cr.matches = append(cr.matches, compiledMatch{m: m, index: mi})
+			}
+		}
+		out = append(out, cr)
+	}
+	return out
+}
+
+// extensionRef records the RoutingPolicy that filters[fi] applies, or why it cannot be.
+func (cr *compiledRule) extensionRef(fi int, ref *gatewayv1.LocalObjectReference, refs *resolver, fail func(bool, string, ...any)) {
+	rule := cr.rule
+	switch {
+	case ref == nil:
+		fail(true, "filters[%d]: ExtensionRef filter without extensionRef", fi)
+	case string(ref.Group) != PolicyGroup || string(ref.Kind) != PolicyKind:
+		msg := fmt.Sprintf("filters[%d]: ExtensionRef to %s %q is not supported: only %s/%s",
+			fi, groupKind(string(ref.Group), string(ref.Kind)), ref.Name, PolicyGroup, PolicyKind)
+		fail(false, "%s", msg)
+		cr.problems = append(cr.problems, problem{gatewayv1.RouteReasonInvalidKind, msg})
+	case rule.Policy != nil:
+		fail(true, "filters[%d]: more than one %s ExtensionRef filter", fi, PolicyKind)
+	default:
+		key := types.NamespacedName{Namespace: rule.Route.Namespace, Name: string(ref.Name)}
+		rule.Policy = &key
+		found, invalid := refs.policy(key)
+		switch {
+		case !found:
+			msg := fmt.Sprintf("RoutingPolicy %s referenced by the route does not exist", key)
+			fail(false, "%s", msg)
+			cr.problems = append(cr.problems, problem{RouteReasonRoutingPolicyNotFound, msg})
+		case invalid != nil:
+			msg := fmt.Sprintf("RoutingPolicy %s is invalid: %v", key, invalid)
+			fail(false, "%s", msg)
+			cr.problems = append(cr.problems, problem{RouteReasonInvalidRoutingPolicy, msg})
+		}
+	}
+}
+
+// mirror records the backend of the RequestMirror filters[fi], or why it cannot be used.
+func (cr *compiledRule) mirror(fi int, f *gatewayv1.HTTPRequestMirrorFilter, refs *resolver, fail func(bool, string, ...any)) {
+	if f == nil {
+		fail(true, "filters[%d]: RequestMirror filter without requestMirror", fi)
+		return
+	}
+	backend, rejected, ok := refs.backend(cr.rule.Route.Namespace, gatewayv1.BackendRef{BackendObjectReference: f.BackendRef})
+	if !ok {
+		msg := fmt.Sprintf("filters[%d].requestMirror: %s", fi, rejected.Message)
+		fail(false, "%s", msg)
+		cr.problems = append(cr.problems, problem{rejected.Reason, msg})
+		return
+	}
+	m := Mirror{Backend: backend, Numerator: 1, Denominator: 1}
+	switch {
+	case f.Fraction != nil:
+		m.Numerator, m.Denominator = f.Fraction.Numerator, 100
+		if f.Fraction.Denominator != nil {
+			m.Denominator = *f.Fraction.Denominator
+		}
+	case f.Percent != nil:
+		m.Numerator, m.Denominator = *f.Percent, 100
+	}
+	cr.rule.Mirrors = append(cr.rule.Mirrors, m)
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return group + "/" + kind
+}
+
+// routeEntries returns an entry for every compiled match of every rule, under each of the
+// route's effective hostnames on a listener.
+func routeEntries(route *gatewayv1.HTTPRoute, rules []compiledRule, hosts []hostPattern) []entry {
+	var out []entry
+	routeKey := route.Namespace + "/" + route.Name
+	for _, host := range hosts {
+		for _, cr := range rules {
+			for _, cm := range cr.matches {
+				out = append(out, entry{
+					host: host,
+					m:    cm.m,
+					rule: cr.rule,
+					rank: rank{
+						host:       host,
+						kind:       cm.m.kind,
+						pathLen:    len(cm.m.path),
+						method:     cm.m.method != "",
+						headers:    len(cm.m.headers),
+						query:      len(cm.m.query),
+						created:    route.CreationTimestamp.Time,
+						route:      routeKey,
+						ruleIndex:  cr.rule.Index,
+						matchIndex: cm.index,
+					},
+				})
+			}
+		}
+	}
+	return out
+}
