@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -165,24 +166,31 @@ func (x *exchange) noBackendLeft(err error, unreachable *Error) error {
 
 // route lets the exchange's router pick and reserve one of cands.
 func (x *exchange) route(cands []*cache.Pod) (*routing.Target, error) {
-	rc := routing.NewRoutingContext(x.r.Context(), routing.Request{
-		Model:        x.req.Model,
-		Prompt:       x.req.Prompt,
-		PromptTokens: openai.EstimateTokens(x.req.Prompt),
-		MaxTokens:    x.req.MaxTokens,
-		Stream:       x.req.Stream,
-		RequestID:    x.r.Header.Get(HeaderRequestID),
-		Headers:      x.r.Header,
-	}, x.model, cands)
+	return x.g.route(x.r.Context(), x.r.Header, x.req, x.model, x.router, x.strategy, cands)
+}
+
+// route lets router, the router of strategy, pick and reserve one of cands for req on
+// model (nil for a plain request), waiting while it is queued.
+func (g *Gateway) route(ctx context.Context, headers http.Header, req openai.Request, model *cache.Model,
+	router routing.Router, strategy v1alpha1.Strategy, cands []*cache.Pod) (*routing.Target, error) {
+	rc := routing.NewRoutingContext(ctx, routing.Request{
+		Model:        req.Model,
+		Prompt:       req.Prompt,
+		PromptTokens: openai.EstimateTokens(req.Prompt),
+		MaxTokens:    req.MaxTokens,
+		Stream:       req.Stream,
+		RequestID:    headers.Get(HeaderRequestID),
+		Headers:      headers,
+	}, model, cands)
 	start := time.Now()
-	x.router.Route(rc)
+	router.Route(rc)
 	target, err := rc.Wait()
-	x.g.metrics.routing.WithLabelValues(string(x.strategy)).Observe(since(start))
+	g.metrics.routing.WithLabelValues(string(strategy)).Observe(since(start))
 	if err != nil {
-		if ctx := x.r.Context(); ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, routingError(x.req.Model, err)
+		return nil, routingError(req.Model, err)
 	}
 	return target, nil
 }
@@ -296,10 +304,16 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// copyHeaders copies src into dst without hop-by-hop headers.
+// copyHeaders copies src into dst without hop-by-hop headers, including those that
+// src's Connection header names.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		dst[k] = append(dst[k][:0:0], vs...)
+	}
+	for _, v := range src["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			dst.Del(strings.TrimSpace(name))
+		}
 	}
 	for _, h := range hopHeaders {
 		dst.Del(h)

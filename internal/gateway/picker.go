@@ -65,9 +65,7 @@ func (p *Picker) Pick(ctx context.Context, headers http.Header, body []byte) (en
 	if err != nil {
 		return "", nil, errInternal("default strategy: " + err.Error())
 	}
-	r := (&http.Request{Header: headers}).WithContext(ctx)
-	x := &exchange{g: g, r: r, req: req, model: model, router: router, strategy: strategy}
-	target, err := x.route(cands)
+	target, err := g.route(ctx, headers, req, model, router, strategy, cands)
 	if err != nil {
 		return "", nil, err
 	}

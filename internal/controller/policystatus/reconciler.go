@@ -355,9 +355,6 @@ func (r *Reconciler) policiesOfRoute(_ context.Context, obj client.Object) []rec
 // ReferenceGrant there lets reference Services.
 func (r *Reconciler) policiesReaching(ctx context.Context, obj client.Object) []reconcile.Request {
 	namespaces := []string{obj.GetNamespace()}
-	if true {
-		return r.listPolicies(ctx, client.InNamespace(obj.GetNamespace()))
-	}
 	var grants gatewayv1.ReferenceGrantList
 	if err := r.Client.List(ctx, &grants, client.InNamespace(obj.GetNamespace())); err != nil {
 		log.FromContext(ctx).Error(err, "List ReferenceGrants to reconcile", "namespace", obj.GetNamespace())
