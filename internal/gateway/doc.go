@@ -1,16 +1,19 @@
-// Package gateway is Switchboard's data plane: it matches requests against the Gateway
-// API route table compiled from the cache, applies the RoutingPolicy named by the
-// matched rule's ExtensionRef filter (or the default strategy), lets the policy's router
-// select and reserve an engine endpoint among the ready pods behind the rule's Service
-// backends that serve the requested model, and proxies the OpenAI-compatible request to
-// it, streaming included, releasing the reservation when the response ends.
+// Package gateway is Switchboard's data plane: it serves each of Switchboard's Gateways on
+// its own address, matches requests against the Gateway API route table compiled from the
+// cache, applies the matched rule's filters, draws one of the rule's backends by weight
+// and proxies the request to a ready pod of that backend's Service, streaming included.
+// On a rule with a RoutingPolicy ExtensionRef filter the request is an OpenAI-compatible
+// one and the policy's router selects and reserves an engine pod that serves its model;
+// on any other rule the request is proxied unchanged, balanced by least request.
 //
-// The request path reads only the gateway's cache view; it never calls the API server.
-// The package does not compile routes (routetable does), route (routing does) or speak
-// Envoy's ext_proc protocol (extproc does, through Gateway.Pick).
+// The request path reads only the gateway's cache view; it never calls the API server,
+// and never sends a request outside the matched rule's backends. The package does not
+// compile routes or decide their status (routetable does), route (routing does), bound
+// client reads (inbound does) or speak Envoy's ext_proc protocol (extproc does, through
+// Picker).
 package gateway
 
 // The gateway only reads (DESIGN §1): the objects its cache context watches.
-// +kubebuilder:rbac:groups="",resources=pods;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies;modeladapters,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch

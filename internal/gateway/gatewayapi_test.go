@@ -1,14 +1,12 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -400,7 +398,7 @@ func TestGatewayAPIRouting(t *testing.T) {
 
 	t.Run("stalled bodies pin no memory and others are served", func(t *testing.T) {
 		const stalled = 500
-		before := heapInUse()
+		before := testenv.HeapInUse()
 		var conns []net.Conn
 		defer func() {
 			for _, c := range conns {
@@ -418,12 +416,12 @@ func TestGatewayAPIRouting(t *testing.T) {
 			}
 		}
 		testenv.WaitUntil(t, 30*time.Second, "every stalled request waits in the body read", func() bool {
-			return goroutinesReadingBody() >= stalled
+			return testenv.GoroutinesBlockedIn("inbound.ReadBody(") >= stalled
 		})
-		during := heapInUse()
-		t.Logf("heap in use: %.1f MiB before, %.1f MiB with %d requests declaring 16 MiB bodies and sending none", mib(before), mib(during), stalled)
+		during := testenv.HeapInUse()
+		t.Logf("heap in use: %.1f MiB before, %.1f MiB with %d requests declaring 16 MiB bodies and sending none", testenv.MiB(before), testenv.MiB(during), stalled)
 		if during > 100<<20 {
-			t.Errorf("heap in use %.1f MiB with %d stalled bodies, want under 100 MiB", mib(during), stalled)
+			t.Errorf("heap in use %.1f MiB with %d stalled bodies, want under 100 MiB", testenv.MiB(during), stalled)
 		}
 		if status, _ := chat("own.example", "llama-3-8b"); status != http.StatusOK {
 			t.Errorf("a request beside the stalled ones: %d, want 200", status)
@@ -440,27 +438,3 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 	})
 }
-
-// goroutinesReadingBody counts goroutines of this process blocked on the network inside
-// inbound.ReadBody.
-func goroutinesReadingBody() int {
-	buf := make([]byte, 64<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte("inbound.ReadBody(")) {
-			n++
-		}
-	}
-	return n
-}
-
-// heapInUse returns the heap bytes in use after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
-
-func mib(b uint64) float64 { return float64(b) / (1 << 20) }

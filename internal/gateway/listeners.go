@@ -121,6 +121,11 @@ func (l *Listeners) serve(ctx context.Context, addr routetable.Addr) {
 	host := addr.IP
 	if l.opts.Host != "" {
 		host = l.opts.Host
+		for served := range l.servers {
+			if served.Port == addr.Port {
+				return // another Gateway holds this port on the shared host
+			}
+		}
 	}
 	hostPort := net.JoinHostPort(host, strconv.Itoa(int(addr.Port)))
 	ln, err := net.Listen("tcp", hostPort)

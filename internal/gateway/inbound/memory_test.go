@@ -3,12 +3,10 @@
 package inbound
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 // TestStalledLargeBodiesCostLittleMemory is the attack from the review: many
@@ -43,7 +43,7 @@ func TestStalledLargeBodiesCostLittleMemory(t *testing.T) {
 	})
 	srv := startServer(t, l, h)
 
-	before := heapInUse()
+	before := testenv.HeapInUse()
 	conns := make([]net.Conn, 0, stalled)
 	closeAll := func() {
 		for _, c := range conns {
@@ -66,15 +66,17 @@ func TestStalledLargeBodiesCostLittleMemory(t *testing.T) {
 
 	// Every handler has entered ReadBody, allocated what it will and is parked
 	// waiting for body bytes.
-	waitUntil(t, func() bool { return entered.Load() == stalled && goroutinesReadingBody() == stalled },
+	waitUntil(t, func() bool {
+		return entered.Load() == stalled && testenv.GoroutinesBlockedIn("inbound.ReadBody(") == stalled
+	},
 		func() string {
-			return fmt.Sprintf("%d of %d handlers entered, %d parked in ReadBody", entered.Load(), stalled, goroutinesReadingBody())
+			return fmt.Sprintf("%d of %d handlers entered, %d parked in ReadBody", entered.Load(), stalled, testenv.GoroutinesBlockedIn("inbound.ReadBody("))
 		})
-	during := heapInUse()
+	during := testenv.HeapInUse()
 	t.Logf("heap in use: %.1f MiB before, %.1f MiB with %d connections each declaring a %d MiB body (%.1f KiB per connection)",
-		mib(before), mib(during), stalled, declared>>20, float64(during-before)/stalled/1024)
+		testenv.MiB(before), testenv.MiB(during), stalled, declared>>20, float64(during-before)/stalled/1024)
 	if during > heapLimit {
-		t.Errorf("heap in use = %.1f MiB with %d stalled bodies, want under %d MiB", mib(during), stalled, heapLimit>>20)
+		t.Errorf("heap in use = %.1f MiB with %d stalled bodies, want under %d MiB", testenv.MiB(during), stalled, heapLimit>>20)
 	}
 
 	// The stalled connections do not stop anyone else being served.
@@ -128,34 +130,3 @@ func waitUntil(t *testing.T, cond func() bool, progress func() string) {
 		}
 	}
 }
-
-// goroutinesReadingBody counts goroutines blocked on the network inside ReadBody.
-func goroutinesReadingBody() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte("inbound.ReadBody(")) {
-			count++
-		}
-	}
-	return count
-}
-
-// heapInUse returns the bytes of heap in use after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
-}
-
-// mib converts bytes to MiB.
-func mib(b uint64) float64 { return float64(b) / (1 << 20) }
