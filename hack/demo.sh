@@ -228,7 +228,9 @@ done
 # ---------------------------------------------------------------------------- switchboard
 start manager --kubeconfig "$kubeconfig" --leader-election-namespace switchboard-system \
   --metrics-bind-address 127.0.0.1:8083 --health-probe-bind-address 127.0.0.1:8084
-start gateway --kubeconfig "$kubeconfig" --listen-host 127.0.0.1 --ext-proc-bind-address 127.0.0.1:9002 \
+# The gateway serves the sample Gateway on the address it asks for (spec.addresses
+# 127.0.0.1); the ext_proc picker chooses among the engine pods of namespace default.
+start gateway --kubeconfig "$kubeconfig" --ext-proc-bind-address 127.0.0.1:9002 --ext-proc-namespace default \
   --metrics-bind-address 127.0.0.1:8081 --health-probe-bind-address 127.0.0.1:8082
 start metadata-service --kubeconfig "$kubeconfig" --bind-address 127.0.0.1:8090 \
   --metrics-bind-address 127.0.0.1:8091 --health-probe-bind-address 127.0.0.1:8092

@@ -24,7 +24,7 @@ const requestTimeout = 20 * time.Second
 // client returns an OpenAI client of the primary gateway's listener whose requests take
 // route: the route of that name, or the default route when it is empty.
 func (s *system) client(route string, opts ...option.RequestOption) openai.Client {
-	return s.clientOn("127.0.0.1", route, opts...)
+	return s.clientOn(gatewayAddr, route, opts...)
 }
 
 // clientOn is client for the gateway replica listening on host.
@@ -64,6 +64,40 @@ func converse(c openai.Client, model string, msgs []openai.ChatCompletionMessage
 	return resp.Header.Get(endpoint), chat.Choices[0].Message.Content, nil
 }
 
+// answer is what the gateway answered one chat completion with, failed or not.
+type answer struct {
+	status   int         // 0 when no response arrived
+	endpoint string      // x-switchboard-endpoint
+	header   http.Header // nil when no response arrived
+	err      error       // nil for a completion with a choice
+}
+
+// code returns the OpenAI error code of a failed answer, or "".
+func (a answer) code() string {
+	if e := apiError(a.err); e != nil {
+		return e.Code
+	}
+	return ""
+}
+
+// chat sends one chat completion with a user prompt and returns the answer.
+func chat(c openai.Client, model, prompt string, maxTokens int64, opts ...option.RequestOption) answer {
+	var resp *http.Response
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	completion, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}, MaxTokens: openai.Int(maxTokens),
+	}, append(opts, option.WithResponseInto(&resp))...)
+	if err == nil && len(completion.Choices) == 0 {
+		err = errors.New("a completion without choices")
+	}
+	a := answer{err: err}
+	if resp != nil {
+		a.status, a.endpoint, a.header = resp.StatusCode, resp.Header.Get(endpoint), resp.Header
+	}
+	return a
+}
+
 // session is the request option that puts a request in session id.
 func session(id string) option.RequestOption { return option.WithHeader("x-session-id", id) }
 
@@ -90,7 +124,7 @@ func (s *system) kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// routable returns the names of the endpoints serving model that the metadata service
+// routable returns the endpoints (namespace/pod) serving model that the metadata service
 // lists as routable.
 func (s *system) routable(model string) []string {
 	c := http.Client{Timeout: 2 * time.Second}
@@ -101,8 +135,8 @@ func (s *system) routable(model string) []string {
 	defer resp.Body.Close()
 	var list struct {
 		Data []struct {
-			Name, Model string
-			Routable    bool
+			Namespace, Name, Model string
+			Routable               bool
 		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
@@ -111,7 +145,7 @@ func (s *system) routable(model string) []string {
 	var names []string
 	for _, e := range list.Data {
 		if e.Model == model && e.Routable {
-			names = append(names, e.Name)
+			names = append(names, e.Namespace+"/"+e.Name)
 		}
 	}
 	return names

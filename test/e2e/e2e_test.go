@@ -17,6 +17,11 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("prefix-cache spreads a hot shared system prompt under concurrent load", hotPrefixSpreads)
 	})
 
+	Context("Gateway API routing", func() {
+		It("a cross-namespace backendRef serves only once a ReferenceGrant permits it", tenantIsolation)
+		It("backend weights split traffic 90/10, and weight 0 drains a backend", weightedSplit)
+	})
+
 	Context("resources", func() {
 		It("a ModelAdapter becomes READY, serves its name as a model and is gone after deletion", adapterLifecycle)
 		It("a route to a missing RoutingPolicy reports ResolvedRefs=False and answers 500", brokenRoute)

@@ -21,7 +21,9 @@ import (
 const adapter = "llama-3-8b-sql-lora"
 
 // adapterLifecycle: an operator applies a ModelAdapter with kubectl, sees it READY, and
-// clients use its name as a model on the default route; once deleted, its name is unknown.
+// clients use its name as a model on a route with a RoutingPolicy (the default route's
+// plain routing does not read the model); once deleted, the gateway answers that its name
+// is unknown.
 func adapterLifecycle() {
 	_, err := sys.kubectlApply(fmt.Sprintf(`apiVersion: inference.switchboard.dev/v1alpha1
 kind: ModelAdapter
@@ -68,7 +70,7 @@ spec:
 	}).Should(Succeed())
 	logf("$ kubectl get gatewayclass,gateway,httproute,rp,ma -A\n%s", overview)
 
-	c := sys.client("")
+	c := sys.client("lr")
 	Eventually(func(g Gomega) {
 		ep, err := ask(c, adapter, "List the ten largest orders.", 8)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -149,6 +151,8 @@ func sessionMovesOnce() {
 
 // engineCrashMidStream: the only engine of crash-model is killed while it streams; that
 // client gets an error, the gateway releases the request, and other models still work.
+// The requests take route lr, whose policy routes by model: the default route's plain
+// routing would send crash-model requests to any pod of the Service.
 func engineCrashMidStream() {
 	// Started here rather than with testenv.Run, to kill it without a graceful shutdown.
 	// Real time (--time-scale 1) makes the stream long: 2000 tokens take 30 s.
@@ -166,7 +170,7 @@ func engineCrashMidStream() {
 	crashPod := sys.cluster.EnginePod(GinkgoTB(), ns, "crash-0", "crash-model", addr, map[string]string{"app": service})
 	DeferCleanup(func() { _ = sys.cluster.Delete(context.Background(), crashPod) })
 
-	c := sys.client("")
+	c := sys.client("lr")
 	Eventually(func() error { _, err := ask(c, "crash-model", "ping", 2); return err }).Should(Succeed())
 
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
@@ -209,7 +213,7 @@ func twoReplicas() {
 	loopback := func() string { return testenv.FreeAddr(GinkgoTB(), "127.0.0.1") }
 	probes := loopback()
 	second := testenv.Run(GinkgoTB(), sys.binary("gateway"), "--kubeconfig", sys.kubeconfig,
-		"--listen-host", "127.0.0.2", "--ext-proc-bind-address", loopback(),
+		"--listen-host", "127.0.0.2", "--ext-proc-bind-address", loopback(), "--ext-proc-namespace", ns,
 		"--metrics-bind-address", loopback(), "--health-probe-bind-address", probes, "--drain-timeout", "5s")
 	Eventually(func() bool { return httpOK("http://" + probes + "/readyz") }).Should(BeTrue())
 	// Wait until the replica routes to every pod, so that both see the same candidates.
@@ -299,12 +303,14 @@ func gatewayRestart() {
 	Eventually(func() int { return succeeded(time.Time{}) }).Should(BeNumerically(">=", 5))
 
 	// A request in flight when SIGTERM arrives is drained, not cut: it is streamed by an
-	// engine for about a second.
+	// engine for about a second. It takes route lr, whose policy reads its model, so that
+	// the model's in-flight gauge shows it.
 	inFlight := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
-		stream := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		lr := sys.client("lr")
+		stream := lr.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 			Model:     model,
 			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("A long answer, please.")},
 			MaxTokens: openai.Int(1500),

@@ -30,6 +30,8 @@ const (
 	routeHdr  = "x-e2e-route"            // selects one of the header-matched routes
 	endpoint  = "x-switchboard-endpoint" // the gateway's answer: namespace/pod
 	timeScale = "0.05"                   // engine-sim delays, 20x faster than real
+	// gatewayAddr is the address the suite's Gateway asks for in spec.addresses.
+	gatewayAddr = "127.0.0.1"
 )
 
 // engineHosts are the loopback addresses of the three engine pods llama-0..2.
@@ -62,10 +64,11 @@ type system struct {
 	// suite starts processes from a spec that must outlive it (a restarted gateway).
 	suite testing.TB
 
-	// listenPort is the port of the Gateway's HTTP listener, served on every gateway
-	// replica's --listen-host.
+	// listenPort is the port of the Gateway's HTTP listener, served on the Gateway's
+	// address gatewayAddr by the primary gateway and on the second replica's --listen-host.
 	listenPort string
-	// gateway is the primary gateway process on 127.0.0.1, started with gatewayArgs.
+	// gateway is the primary gateway process, serving the Gateway on gatewayAddr, started
+	// with gatewayArgs.
 	gateway        *testenv.Process
 	gatewayArgs    []string
 	gatewayMetrics string
@@ -117,12 +120,14 @@ func startSystem(t *testing.T) *system {
 		},
 		&gatewayv1.Gateway{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
-			Spec: gatewayv1.GatewaySpec{GatewayClassName: "switchboard", Listeners: []gatewayv1.Listener{{
-				Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
-			}}},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "switchboard",
+				Addresses: []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: gatewayAddr}},
+				Listeners: []gatewayv1.Listener{{
+					Name: "http", Port: gatewayv1.PortNumber(port), Protocol: gatewayv1.HTTPProtocolType,
+				}}},
 		},
-		// Requests without routeHdr take the default route, whose rule has no policy: the
-		// gateway's --default-strategy applies.
+		// Requests without routeHdr take the default route, whose rule has no policy: plain
+		// Gateway API routing to the Service's ready pods, body not parsed.
 		httpRoute("default", "", ""),
 		// A rule whose policy does not exist.
 		httpRoute("broken", "broken", "missing"),
@@ -145,7 +150,7 @@ func startSystem(t *testing.T) *system {
 
 	s.gatewayMetrics, s.gatewayProbes = loopback(), loopback()
 	s.gatewayArgs = []string{"--kubeconfig", s.kubeconfig,
-		"--listen-host", "127.0.0.1", "--ext-proc-bind-address", loopback(),
+		"--ext-proc-bind-address", loopback(), "--ext-proc-namespace", ns,
 		"--metrics-bind-address", s.gatewayMetrics, "--health-probe-bind-address", s.gatewayProbes,
 		"--drain-timeout", "5s"}
 	s.gateway = testenv.Run(t, s.binary("gateway"), s.gatewayArgs...)

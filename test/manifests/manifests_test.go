@@ -42,8 +42,14 @@ var deployments = map[string]string{
 
 // notInCluster are the demo's flags a Deployment leaves out, with the reason.
 var notInCluster = map[string]string{
-	"kubeconfig":  "in a cluster the Pod's service account is used",
-	"listen-host": "the demo pins the Gateway listeners to loopback; in a cluster they bind every interface (the default)",
+	"kubeconfig": "in a cluster the Pod's service account is used",
+}
+
+// inClusterOnly are the flags a Deployment passes that the demo does not, by binary, with
+// their value and the reason.
+var inClusterOnly = map[string]map[string][2]string{
+	"gateway": {"listen-host": {"0.0.0.0", "a Pod cannot hold its Gateways' addresses and is reached through the Service, " +
+		"so it binds their listener ports on every interface; the demo serves each Gateway on its own loopback address"}},
 }
 
 func TestDefaultManifests(t *testing.T) {
@@ -123,6 +129,14 @@ func checkDeployment(t *testing.T, bin string, d *appsv1.Deployment, svcs []*cor
 	// Every flag the demo passes is in args, with the demo's port bound on every interface.
 	if len(demoFlags) == 0 {
 		t.Fatalf("found no flags for %s in hack/demo.sh", bin)
+	}
+	for f, want := range inClusterOnly[bin] {
+		if _, ok := demoFlags[f]; ok {
+			t.Errorf("hack/demo.sh passes --%s, which only a Deployment should: %s", f, want[1])
+		}
+		if got := args[f]; got != want[0] {
+			t.Errorf("--%s=%q, want %s: %s", f, got, want[0], want[1])
+		}
 	}
 	for f, demoVal := range demoFlags {
 		if _, skip := notInCluster[f]; skip {
