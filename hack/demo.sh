@@ -244,24 +244,29 @@ log "ready"
 
 # ---------------------------------------------------------------------------- traffic
 report=()
-# chat NAME BODY: POSTs BODY to the gateway's chat completions; leaves the response body in
-# $state/NAME.json and headers in $state/NAME.headers, and records the routing in the report.
-chat() {
-  local name=$1 body=$2 code endpoint deadline=$((SECONDS + 30))
+# call NAME PATH [BODY]: sends BODY (POST) or nothing (GET) to the gateway's PATH; leaves the
+# response body in $state/NAME.json and headers in $state/NAME.headers, and records the
+# routing in the report.
+call() {
+  local name=$1 path=$2 code endpoint deadline=$((SECONDS + 30))
+  local data=()
+  [ $# -ge 3 ] && data=(-H 'content-type: application/json' -d "$3")
   while :; do
     code=$(curl -sS -D "$state/$name.headers" -o "$state/$name.json" -w '%{http_code}' --max-time 60 \
-      -H 'content-type: application/json' -d "$body" "$gw/v1/chat/completions") || code=000
+      "${data[@]}" "$gw$path") || code=000
     # A 503 right after start means the gateway has not scraped every engine yet.
     [ "$code" = 503 ] && [ $SECONDS -lt $deadline ] || break
     sleep 1
   done
   endpoint=$(tr -d '\r' <"$state/$name.headers" | sed -n 's/^x-switchboard-endpoint: *//Ip' | head -1)
-  report+=("$(printf '%-22s HTTP %s  x-switchboard-endpoint: %s' "$name" "$code" "${endpoint:--}")")
+  report+=("$(printf '%-22s %-22s HTTP %s  x-switchboard-endpoint: %s' "$name" "$path" "$code" "${endpoint:--}")")
   if [ "$code" != 200 ]; then
     cat "$state/$name.json" >&2
     die "$name: the gateway answered HTTP $code (logs: $state/gateway.log, $state/engine-sim-*.log)"
   fi
 }
+# chat NAME BODY: call NAME on the chat completions API with BODY.
+chat() { call "$1" /v1/chat/completions "$2"; }
 # reply FILE: the assistant message of a non-streaming response, still JSON-escaped.
 reply() { sed -nE 's/.*"content": *"(([^"\\]|\\.)*)".*/\1/p' "$1" | head -1; }
 
@@ -282,6 +287,10 @@ done
 
 wait_until "ModelAdapter $adapter READY >= 1 ($kubectl get ma)" manager adapter_ready
 chat adapter "{\"model\":\"$adapter\",\"messages\":[{\"role\":\"user\",\"content\":\"List the ten largest orders.\"}],\"max_tokens\":24}"
+call embeddings /v1/embeddings "{\"model\":\"$model\",\"input\":[\"orders by region\",\"orders by week\"]}"
+report[-1]+="  ($(grep -o '"embedding"' "$state/embeddings.json" | wc -l) vectors)"
+call models /v1/models
+report[-1]+="  ($(grep -o '"id": *"[^"]*"' "$state/models.json" | sed 's/"id": *//' | tr -d '"' | paste -sd, -))"
 
 # ---------------------------------------------------------------------------- report
 # hit_rate ADDR: prefix-cache hits / queries (tokens) from the engine's vLLM metrics.
@@ -294,7 +303,7 @@ hit_rate() {
 
 echo
 echo "==================================================================== Switchboard demo report"
-echo "Requests (POST $gw/v1/chat/completions; bodies and headers in $state/<name>.json|.headers):"
+echo "Requests through the gateway $gw (bodies and headers in $state/<name>.json|.headers):"
 printf '  %s\n' "${report[@]}"
 echo
 echo "Engine prefix-cache hit rate (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total):"
@@ -325,7 +334,8 @@ The demo is running. Try, from another shell:
     -d '{"model":"$model","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
   curl -sD - $gw/v1/chat/completions -H 'content-type: application/json' \\
     -d '{"model":"$adapter","messages":[{"role":"user","content":"Top 10 customers by revenue"}]}'
-  curl -s $md/v1/models
+  curl -s $gw/v1/models
+  curl -s $gw/v1/embeddings -H 'content-type: application/json' -d '{"model":"$model","input":"hello"}'
   curl -s $md/v1/endpoints
   curl -s http://127.0.0.1:8081/metrics | grep switchboard_gateway_requests
   curl -s http://${engines[0]}/metrics | grep prefix_cache

@@ -52,7 +52,7 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 		return
 	}
 	x.body = body
-	req, err := parseRequest(body)
+	req, err := parseRequest(x.r.URL.Path, x.r.Header.Get("Content-Type"), body)
 	if err != nil {
 		x.o.fail(x.w, x.r, err)
 		return
@@ -97,12 +97,12 @@ func (x *exchange) proxy() {
 	rule := x.matched.Rule
 	backends := newBackendChoice(rule, x.g.opts.Random)
 	var exclude map[*cache.Pod]bool
-	var unreachable *Error // the last connection failure, if any
+	var lastFailure *Error // why the last endpoint tried did not serve, if any
 	mirrored := false
 	for attempt := 0; ; {
 		b, err := backends.next()
 		if err != nil {
-			x.o.fail(x.w, x.r, x.noBackendLeft(err, unreachable))
+			x.o.fail(x.w, x.r, x.noBackendLeft(err, lastFailure))
 			return
 		}
 		backend := rule.Backends[b]
@@ -126,16 +126,22 @@ func (x *exchange) proxy() {
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
 		resp, err := x.send(target.Pod, port)
-		if err == nil {
+		retry := attempt < x.retries && x.r.Context().Err() == nil
+		if err == nil && !(retry && x.lacksModel(resp)) {
 			x.o.status = resp.StatusCode
 			x.relay(target, resp)
 			return
 		}
 		target.Release(0)
-		unreachable = upstreamError(target.Pod, err)
-		if !x.retryable(err) || attempt >= x.retries || x.r.Context().Err() != nil {
-			x.o.fail(x.w, x.r, unreachable)
-			return
+		if err == nil {
+			_ = resp.Body.Close() // the engine no longer serves the model: try another
+			lastFailure = errModelNotFound(x.req.Model)
+		} else {
+			lastFailure = upstreamError(target.Pod, err)
+			if !x.retryable(err) || !retry {
+				x.o.fail(x.w, x.r, lastFailure)
+				return
+			}
 		}
 		attempt++
 		if exclude == nil {
@@ -146,11 +152,11 @@ func (x *exchange) proxy() {
 	}
 }
 
-// noBackendLeft is the client's error when no backend has a candidate left: the last
-// connection failure after retries, or why none could serve.
-func (x *exchange) noBackendLeft(err error, unreachable *Error) error {
-	if unreachable != nil && errors.Is(err, errNoBackendLeft) {
-		return unreachable
+// noBackendLeft is the client's error when no backend has a candidate left: why the
+// last endpoint tried failed, after retries, or why none could serve.
+func (x *exchange) noBackendLeft(err error, lastFailure *Error) error {
+	if lastFailure != nil && errors.Is(err, errNoBackendLeft) {
+		return lastFailure
 	}
 	if !errors.Is(err, errNoBackendLeft) {
 		return err
@@ -193,6 +199,27 @@ func (g *Gateway) route(ctx context.Context, headers http.Header, req openai.Req
 		return nil, routingError(req.Model, err)
 	}
 	return target, nil
+}
+
+// modelMissingPeek bounds how much of a 404 answer is read to tell whether the engine
+// says it does not serve the model.
+const modelMissingPeek = 4 << 10
+
+// lacksModel reports whether resp is the engine's 404 saying that it does not serve the
+// requested model (vLLM: "The model `X` does not exist."), as happens when an adapter was
+// unloaded since the cache last listed the engine's models: nothing reached the client
+// yet, so another instance of the model can be tried. It reads at most modelMissingPeek
+// bytes and leaves resp.Body as it was for the relay otherwise.
+func (x *exchange) lacksModel(resp *http.Response) bool {
+	if x.model == nil || resp.StatusCode != http.StatusNotFound {
+		return false
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, modelMissingPeek))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	return err == nil && bytes.Contains(head, []byte("does not exist"))
 }
 
 // retryable reports whether a failed round trip may be tried on another endpoint: it

@@ -85,6 +85,9 @@ type Gateway struct {
 	plain routing.Router
 	// mirrors bounds the mirrored requests in flight; a mirror beyond it is dropped.
 	mirrors chan struct{}
+	// created is the created field of the model objects the gateway lists: the cache
+	// does not record when a model appeared.
+	created int64
 
 	metrics *metrics
 	log     logr.Logger
@@ -107,6 +110,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		metrics: newMetrics(view),
 		log:     ctrl.Log.WithName("gateway"),
 		mirrors: make(chan struct{}, maxMirrorsInFlight),
+		created: time.Now().Unix(),
 
 		transport: &http.Transport{
 			DialContext:           dialer.DialContext,

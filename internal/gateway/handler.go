@@ -77,6 +77,9 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		x.servePlain()
 		return
 	}
+	if g.serveModels(w, r, rule, o) {
+		return
+	}
 	policy, ok := g.view.Policies.Get(*rule.Policy)
 	if !ok { // deleted since the table was built
 		o.fail(w, r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s referenced by the route does not exist.", rule.Policy)))
@@ -141,9 +144,16 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// parseRequest parses an OpenAI-compatible body, mapping failures to 400.
-func parseRequest(body []byte) (openai.Request, error) {
-	req, err := openai.ParseRequest(body)
+// parseRequest parses an OpenAI-compatible body sent to path, by the API the path names
+// (a JSON body, or a multipart form of contentType for audio), mapping failures to 400.
+func parseRequest(path, contentType string, body []byte) (openai.Request, error) {
+	var req openai.Request
+	var err error
+	if ep := openai.EndpointOf(path); ep.Multipart() {
+		req, err = openai.ParseMultipart(ep, contentType, body)
+	} else {
+		req, err = openai.ParseRequestFor(ep, body)
+	}
 	if err != nil {
 		var reqErr *openai.RequestError
 		if errors.As(err, &reqErr) {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -44,7 +45,8 @@ func (g *Gateway) Picker(scope PickScope) *Picker { return &Picker{g: g, scope: 
 // their HTTP status (Error.HTTPStatus).
 func (p *Picker) Pick(ctx context.Context, headers http.Header, body []byte) (endpoint string, release func(), err error) {
 	g := p.g
-	req, err := parseRequest(body)
+	path, _, _ := strings.Cut(headers.Get(":path"), "?") // Envoy's pseudo-header
+	req, err := parseRequest(path, headers.Get("Content-Type"), body)
 	if err != nil {
 		return "", nil, err
 	}

@@ -40,8 +40,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// OwnedBy is the owned_by field of every model object.
-const OwnedBy = "switchboard"
 
 // allowedMethods is the Allow header of a 405 answer: every route is read-only.
 const allowedMethods = "GET, HEAD"
@@ -106,48 +104,16 @@ func (h *handler) route(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// list is OpenAI's list envelope.
-type list[T any] struct {
-	Object string `json:"object"`
-	Data   []T    `json:"data"`
-}
-
-// newList returns a list of data, never encoding data as null.
-func newList[T any](data []T) list[T] {
-	if data == nil {
-		data = []T{}
-	}
-	return list[T]{Object: "list", Data: data}
-}
-
-// modelObject is an OpenAI model object, with vLLM's parent field for adapters.
-type modelObject struct {
-	ID      string  `json:"id"`
-	Object  string  `json:"object"`
-	Created int64   `json:"created"`
-	OwnedBy string  `json:"owned_by"`
-	Parent  *string `json:"parent"`
-}
-
-// modelObject describes m.
-func (h *handler) modelObject(m *cache.Model) modelObject {
-	o := modelObject{ID: m.Name, Object: "model", Created: h.created, OwnedBy: OwnedBy}
-	if m.IsAdapter() {
-		o.Parent = &m.BaseModel
-	}
-	return o
-}
-
 // listModels serves GET /v1/models.
 func (h *handler) listModels(w http.ResponseWriter, _ *http.Request) {
-	var data []modelObject
+	var data []openai.Model
 	for _, name := range h.view.Models() {
 		// A model may lose its last endpoint between the two reads; it is then gone.
 		if m, ok := h.view.Model(name); ok {
-			data = append(data, h.modelObject(m))
+			data = append(data, openai.NewModel(m.Name, m.BaseModel, h.created))
 		}
 	}
-	writeJSON(w, newList(data))
+	writeJSON(w, openai.NewList(data))
 }
 
 // getModel serves GET /v1/models/{model}.
@@ -159,7 +125,7 @@ func (h *handler) getModel(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("The model `%s` does not exist or has no ready endpoint.", name))
 		return
 	}
-	writeJSON(w, h.modelObject(m))
+	writeJSON(w, openai.NewModel(m.Name, m.BaseModel, h.created))
 }
 
 // endpointObject describes one engine pod.
@@ -233,7 +199,7 @@ func (h *handler) listEndpoints(w http.ResponseWriter, r *http.Request) {
 			Metrics:     snapshotOf(p.Metrics(), now, staleAfter),
 		})
 	}
-	writeJSON(w, newList(data))
+	writeJSON(w, openai.NewList(data))
 }
 
 // snapshotOf describes m as seen at now, or returns nil when m is nil.

@@ -118,6 +118,10 @@ func parseFast(data []byte) (req Request, ok bool) {
 		req.MaxTokens = maxTokens
 	}
 	req.Chat = hasMessages
+	req.Endpoint = EndpointCompletions
+	if hasMessages {
+		req.Endpoint = EndpointChatCompletions
+	}
 	req.Prompt = string(out)
 	return req, true
 }

@@ -8,20 +8,29 @@ import (
 	"strings"
 )
 
-// Request is what the gateway reads from an OpenAI-compatible completion request.
+// Request is what the gateway reads from an OpenAI-compatible request body to route it.
 type Request struct {
 	// Model is the requested model or adapter name; never empty.
 	Model string
-	// Stream reports whether the client asked for a server-sent-event stream.
+	// Stream reports whether the client asked for a server-sent-event stream; always
+	// false for endpoints that do not stream.
 	Stream bool
-	// Prompt is the prompt text: for chat requests the messages flattened as described
-	// on ParseRequest, for completion requests the prompt strings concatenated in order.
+	// Prompt is the text prefix-aware routing works on: for chat requests the messages
+	// flattened as described on ParseRequest, for completion requests the prompt
+	// strings concatenated in order, and for the other endpoints what ParseRequestFor
+	// and ParseMultipart describe. It may be empty.
 	Prompt string
-	// MaxTokens is the requested completion length (max_completion_tokens, else
-	// max_tokens); 0 when the request does not say.
+	// MaxTokens is the requested output length (max_completion_tokens, else
+	// max_tokens; max_output_tokens for responses); 0 when the request does not say or
+	// the endpoint generates no tokens.
 	MaxTokens int64
-	// Chat reports whether the body is a chat request (it has messages).
+	// Chat reports whether the body is a chat request (it has messages), whatever the
+	// endpoint: chat completions, and tokenize or embeddings requests with messages.
 	Chat bool
+	// Endpoint is the endpoint the body was read for. ParseRequest, which does not
+	// know the path, sets EndpointChatCompletions or EndpointCompletions by the body's
+	// shape.
+	Endpoint Endpoint
 }
 
 // RequestError reports a request body the gateway rejects with 400
@@ -83,6 +92,9 @@ type contentPart struct {
 //
 // JSON object keys are matched as encoding/json matches them (case-insensitively,
 // the last duplicate wins). Fields other than those of Request are not inspected.
+//
+// ParseRequest does not know the request path: it sets Endpoint by the body's shape.
+// ParseRequestFor reads a body for a given endpoint, these two included.
 func ParseRequest(data []byte) (Request, error) {
 	// The single pass with jsontext (fastparse.go) accepts the common shape of a valid body.
 	// Anything else, in particular every body that is to be rejected, goes through
@@ -97,16 +109,14 @@ func ParseRequest(data []byte) (Request, error) {
 // several times over, so ParseRequest uses it only where parseFast gives up.
 func parseRequestJSON(data []byte) (Request, error) {
 	var b body
-	if err := json.Unmarshal(data, &b); err != nil {
-		return Request{}, decodeError(err)
+	if err := decodeObject(data, &b); err != nil {
+		return Request{}, err
 	}
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		return Request{}, badRequest("request body must be a JSON object")
+	model, err := requireModel(b.Model)
+	if err != nil {
+		return Request{}, err
 	}
-	if b.Model == nil || *b.Model == "" {
-		return Request{}, badRequest("model is required")
-	}
-	req := Request{Model: *b.Model, Stream: b.Stream != nil && *b.Stream}
+	req := Request{Model: model, Stream: b.Stream != nil && *b.Stream}
 
 	switch n := b.MaxCompletionTokens; {
 	case n != nil && *n < 0:
@@ -120,14 +130,14 @@ func parseRequestJSON(data []byte) (Request, error) {
 	}
 
 	hasMessages, hasPrompt := present(b.Messages), present(b.Prompt)
-	var err error
 	switch {
 	case hasMessages && hasPrompt:
 		return Request{}, badRequest("messages and prompt are mutually exclusive")
 	case hasMessages:
-		req.Chat = true
+		req.Chat, req.Endpoint = true, EndpointChatCompletions
 		req.Prompt, err = chatPrompt(b.Messages)
 	case hasPrompt:
+		req.Endpoint = EndpointCompletions
 		req.Prompt, err = textPrompt(b.Prompt)
 	default:
 		return Request{}, badRequest("messages (chat) or prompt (completions) is required")
@@ -136,6 +146,26 @@ func parseRequestJSON(data []byte) (Request, error) {
 		return Request{}, err
 	}
 	return req, nil
+}
+
+// decodeObject decodes a JSON object body into v, a pointer to a struct, with
+// encoding/json's rules. Every error it returns is a *RequestError.
+func decodeObject(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return decodeError(err)
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return badRequest("request body must be a JSON object")
+	}
+	return nil
+}
+
+// requireModel returns the model a body names, or a *RequestError when it names none.
+func requireModel(model *string) (string, error) {
+	if model == nil || *model == "" {
+		return "", badRequest("model is required")
+	}
+	return *model, nil
 }
 
 // present reports whether a raw field was given with a non-null value.
@@ -190,7 +220,7 @@ func chatPrompt(raw json.RawMessage) (string, error) {
 		}
 		sb.WriteString(*m.Role)
 		sb.WriteString(": ")
-		if err := writeContent(&sb, m.Content); err != nil {
+		if err := writeContent(&sb, m.Content, chatTextPart); err != nil {
 			return "", &RequestError{Message: fmt.Sprintf("messages[%d].content must be a string, an array of content parts or null", i), Err: err}
 		}
 		sb.WriteByte('\n')
@@ -198,9 +228,12 @@ func chatPrompt(raw json.RawMessage) (string, error) {
 	return sb.String(), nil
 }
 
+// chatTextPart reports whether a chat content part of type typ carries prompt text.
+func chatTextPart(typ string) bool { return typ == "text" }
+
 // writeContent appends the text of one message content: a string, an array of content
-// parts (only parts of type "text" count) or null.
-func writeContent(sb *strings.Builder, raw json.RawMessage) error {
+// parts (only parts whose type isText accepts count) or null.
+func writeContent(sb *strings.Builder, raw json.RawMessage, isText func(typ string) bool) error {
 	if !present(raw) {
 		return nil
 	}
@@ -220,7 +253,7 @@ func writeContent(sb *strings.Builder, raw json.RawMessage) error {
 		if p == nil {
 			return errors.New("null content part")
 		}
-		if p.Type == "text" {
+		if isText(p.Type) {
 			sb.WriteString(p.Text)
 		}
 	}

@@ -95,3 +95,54 @@ func BenchmarkParseRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseRequestFor measures the endpoints other than chat and completions,
+// which encoding/json reads, against chat read through ParseRequestFor, which must cost
+// what ParseRequest does.
+func BenchmarkParseRequestFor(b *testing.B) {
+	chat := []byte(`{"model":"llama","stream":true,"max_tokens":64,"messages":[` +
+		`{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`)
+	responses := func(b *testing.B) []byte {
+		items := []any{}
+		for i := range 50 {
+			role, typ := "user", "input_text"
+			if i%2 == 1 {
+				role, typ = "assistant", "output_text"
+			}
+			items = append(items, map[string]any{"type": "message", "role": role,
+				"content": []map[string]any{{"type": typ, "text": benchText(4<<10, uint32(i))}}})
+		}
+		return mustMarshal(b, map[string]any{"model": "llama", "stream": true, "instructions": "Be brief.",
+			"max_output_tokens": 512, "input": items})
+	}
+	embeddings := func(b *testing.B) []byte {
+		inputs := make([]string, 200)
+		for i := range inputs {
+			inputs[i] = benchText(1<<10, uint32(i))
+		}
+		return mustMarshal(b, map[string]any{"model": "e5", "input": inputs})
+	}
+	for _, bc := range []struct {
+		name string
+		ep   openai.Endpoint
+		body func(b *testing.B) []byte
+	}{
+		{"chat_short", openai.EndpointChatCompletions, func(*testing.B) []byte { return chat }},
+		{"responses_multi_turn_200KB", openai.EndpointResponses, responses},
+		{"embeddings_batch_200KB", openai.EndpointEmbeddings, embeddings},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := bc.body(b)
+			if req, err := openai.ParseRequestFor(bc.ep, body); err != nil || req.Prompt == "" {
+				b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := openai.ParseRequestFor(bc.ep, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -22,40 +22,40 @@ var parseCases = []struct {
 		body: `{"model":"llama","stream":true,"max_tokens":64,"messages":[
 			{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`,
 		want: openai.Request{Model: "llama", Stream: true, MaxTokens: 64, Chat: true,
-			Prompt: "system: Be brief.\nuser: Hi\n"},
+			Prompt: "system: Be brief.\nuser: Hi\n", Endpoint: openai.EndpointChatCompletions},
 	},
 	{
 		name: "chat with content parts keeps only text parts",
 		body: `{"model":"llama","messages":[{"role":"user","content":[
 			{"type":"text","text":"look "},{"type":"image_url","image_url":{"url":"http://x/y.png"}},
 			{"type":"text","text":"here"}]}]}`,
-		want: openai.Request{Model: "llama", Chat: true, Prompt: "user: look here\n"},
+		want: openai.Request{Model: "llama", Chat: true, Prompt: "user: look here\n", Endpoint: openai.EndpointChatCompletions},
 	},
 	{
 		name: "chat with null and empty contents",
 		body: `{"model":"llama","messages":[{"role":"user","content":"q"},
 			{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","content":[]}]}`,
-		want: openai.Request{Model: "llama", Chat: true, Prompt: "user: q\nassistant: \ntool: \n"},
+		want: openai.Request{Model: "llama", Chat: true, Prompt: "user: q\nassistant: \ntool: \n", Endpoint: openai.EndpointChatCompletions},
 	},
 	{
 		name: "max_completion_tokens wins over max_tokens",
 		body: `{"model":"m","max_tokens":10,"max_completion_tokens":20,"messages":[{"role":"user","content":"x"}]}`,
-		want: openai.Request{Model: "m", MaxTokens: 20, Chat: true, Prompt: "user: x\n"},
+		want: openai.Request{Model: "m", MaxTokens: 20, Chat: true, Prompt: "user: x\n", Endpoint: openai.EndpointChatCompletions},
 	},
 	{
 		name: "completion with string prompt and null optional fields",
 		body: `{"model":"m","prompt":"Once upon","stream":null,"max_tokens":null,"temperature":0.2}`,
-		want: openai.Request{Model: "m", Prompt: "Once upon"},
+		want: openai.Request{Model: "m", Prompt: "Once upon", Endpoint: openai.EndpointCompletions},
 	},
 	{
 		name: "completion with string array prompt",
 		body: `{"model":"m","prompt":["Once ","upon"],"stream":false,"max_tokens":5}`,
-		want: openai.Request{Model: "m", Prompt: "Once upon", MaxTokens: 5},
+		want: openai.Request{Model: "m", Prompt: "Once upon", MaxTokens: 5, Endpoint: openai.EndpointCompletions},
 	},
 	{
 		name: "completion with empty string prompt",
 		body: `{"model":"m","prompt":""}`,
-		want: openai.Request{Model: "m"},
+		want: openai.Request{Model: "m", Endpoint: openai.EndpointCompletions},
 	},
 	{name: "malformed JSON", body: `{"model":"m",`, wantErr: "not valid JSON"},
 	{name: "trailing garbage", body: `{"model":"m","prompt":"p"} x`, wantErr: "not valid JSON"},
@@ -188,7 +188,7 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		roundTrip, err := openai.ParseRequest(canonical)
 		want := req
-		want.Chat = false
+		want.Chat, want.Endpoint = false, openai.EndpointCompletions
 		if err != nil || roundTrip != want {
 			t.Fatalf("round trip through %s gave %+v, %v; want %+v", canonical, roundTrip, err, want)
 		}
