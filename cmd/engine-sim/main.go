@@ -42,10 +42,16 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		fmt.Fprint(fs.Output(), `Usage: engine-sim [flags]
 
 Serves simulated vLLM engines, one per --listen address, each with its own state:
-POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
-POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter, GET /health, GET /metrics,
-and GET/POST /admin/faults to read or replace the injected faults at run time, e.g.
-{"fail_fraction":0.1,"drop_mid_stream":false,"metrics_hang":false,"unready_seconds":0,"slow_factor":1}.
+  POST /v1/chat/completions, /v1/completions, /v1/responses   generations, streamed or not
+  POST /v1/embeddings                                          pseudo-embeddings
+  POST /v1/audio/transcriptions, /v1/audio/translations        multipart audio to text
+  POST /rerank, /v1/rerank, /v2/rerank, /score, /v1/score      word-overlap relevance
+  POST /tokenize, /detokenize                                  the 4-bytes-per-token model
+  GET  /v1/models; POST /v1/load_lora_adapter, /v1/unload_lora_adapter
+  GET  /health, /metrics
+  GET/POST /admin/faults to read or replace the injected faults at run time, e.g.
+  {"fail_fraction":0.1,"drop_mid_stream":false,"metrics_hang":false,"unready_seconds":0,"slow_factor":1}.
+With --api-key, every endpoint but /health, /metrics and /admin/faults needs the key.
 
 Flags:
 `)
@@ -53,11 +59,16 @@ Flags:
 	}
 	listen := fs.String("listen", "127.0.0.1:8000", "comma-separated listen addresses; each serves an independent engine")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "base model name")
-	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, required as bearer token on /v1 endpoints (default: none)")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "if set, required as bearer token on the API endpoints (default: none)")
 	fs.IntVar(&cfg.BlockSize, "block-size", cfg.BlockSize, "tokens per KV-cache block")
 	fs.IntVar(&cfg.KVBlocks, "kv-blocks", cfg.KVBlocks, "number of KV-cache blocks")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", cfg.MaxNumSeqs, "maximum running requests; the rest wait FIFO")
 	fs.IntVar(&cfg.MaxLoRAs, "max-loras", cfg.MaxLoRAs, "maximum loaded LoRA adapters")
+	fs.Func("lora-modules", "LoRA adapters loaded at start, as comma-separated `name=path` pairs; repeatable (vLLM: --lora-modules name=path ...)", func(v string) error {
+		modules, err := enginesim.ParseLoRAModules(v)
+		cfg.LoRAModules = append(cfg.LoRAModules, modules...)
+		return err
+	})
 	fs.DurationVar(&cfg.LoRALoadTime, "lora-load-time", cfg.LoRALoadTime, "time to load a LoRA adapter")
 	fs.DurationVar(&cfg.PrefillOverhead, "prefill-overhead", cfg.PrefillOverhead, "fixed part of the time to first token")
 	fs.DurationVar(&cfg.PrefillPerToken, "prefill-per-token", cfg.PrefillPerToken, "prefill time per uncached prompt token")
@@ -67,7 +78,7 @@ Flags:
 	fs.IntVar(&cfg.DefaultMaxTokens, "default-max-tokens", cfg.DefaultMaxTokens, "mean output length when a request sets no max_tokens")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", cfg.TimeScale, "multiplier applied to every delay (0.01 = 100x faster)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "random seed for output lengths and texts")
-	fs.Float64Var(&cfg.Faults.FailFraction, "fault-fail-fraction", 0, "fraction of completion requests answered with 500 (default 0)")
+	fs.Float64Var(&cfg.Faults.FailFraction, "fault-fail-fraction", 0, "fraction of inference requests answered with 500 (default 0)")
 	fs.BoolVar(&cfg.Faults.DropMidStream, "fault-drop-mid-stream", false, "drop connections after the first streamed chunk (default false)")
 	fs.BoolVar(&cfg.Faults.MetricsHang, "fault-metrics-hang", false, "make /metrics hang until the client gives up (default false)")
 	fs.Float64Var(&cfg.Faults.UnreadySeconds, "fault-unready-seconds", 0, "answer 503 on /health for this many seconds after start (default 0)")

@@ -5,9 +5,17 @@ import (
 	"strings"
 )
 
+// modelRequest is the field every inference request has: the model it is for, the base
+// model or a loaded adapter.
+type modelRequest struct {
+	Model string `json:"model"`
+}
+
+func (m *modelRequest) requestedModel() string { return m.Model }
+
 // completionRequest holds the fields of chat and text completion requests the engine uses.
 type completionRequest struct {
-	Model         string          `json:"model"`
+	modelRequest
 	Messages      []chatMessage   `json:"messages"`
 	Prompt        json.RawMessage `json:"prompt"`
 	MaxTokens     int             `json:"max_tokens"`
@@ -33,9 +41,9 @@ func (r *completionRequest) maxTokens() int {
 
 // chatPrompt flattens messages into one prompt text, keeping role boundaries so that a
 // shared conversation prefix gives a shared text prefix.
-func (r *completionRequest) chatPrompt() string {
+func chatPrompt(messages []chatMessage) string {
 	var b strings.Builder
-	for _, m := range r.Messages {
+	for _, m := range messages {
 		b.WriteString("<|")
 		b.WriteString(m.Role)
 		b.WriteString("|>")
@@ -63,38 +71,49 @@ func contentText(raw json.RawMessage) string {
 	return b.String()
 }
 
-// textPrompt reads a completion prompt given as a string, a list of strings, or token ids
-// (each id counting as one 4-byte token).
+// textPrompt reads a completion prompt as one text, joining a list of prompts.
 func (r *completionRequest) textPrompt() (string, bool) {
+	prompts, ok := promptList(r.Prompt)
+	return strings.Join(prompts, ""), ok
+}
+
+// textContent is a message content holding text s.
+func textContent(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// promptList reads prompts given as a string, a list of strings, a list of token ids (one
+// prompt) or a list of token-id lists; token ids stand for text as [tokenText] renders it.
+func promptList(raw json.RawMessage) ([]string, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, false
+	}
 	var s string
-	if json.Unmarshal(r.Prompt, &s) == nil {
-		return s, true
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}, true
 	}
 	var list []string
-	if json.Unmarshal(r.Prompt, &list) == nil {
-		return strings.Join(list, ""), true
+	if json.Unmarshal(raw, &list) == nil {
+		return list, true
 	}
 	var ids []int
-	if json.Unmarshal(r.Prompt, &ids) == nil {
-		var b strings.Builder
-		for _, id := range ids {
-			b.WriteString(tokenText(id))
+	if json.Unmarshal(raw, &ids) == nil {
+		return []string{idsText(ids)}, true
+	}
+	var batch [][]int
+	if json.Unmarshal(raw, &batch) == nil {
+		prompts := make([]string, len(batch))
+		for i, ids := range batch {
+			prompts[i] = idsText(ids)
 		}
-		return b.String(), true
+		return prompts, true
 	}
-	return "", false
+	return nil, false
 }
 
-// tokenText renders a token id as exactly bytesPerToken bytes.
-func tokenText(id int) string {
-	const hex = "0123456789abcdef"
-	var b [bytesPerToken]byte
-	for i := range b {
-		b[bytesPerToken-1-i] = hex[(id>>(4*i))&0xf]
-	}
-	return string(b[:])
-}
-
+// usage is vLLM's UsageInfo; pooling requests (embeddings, scores) have no completion
+// tokens and no prompt token details.
 type usage struct {
 	PromptTokens        int `json:"prompt_tokens"`
 	CompletionTokens    int `json:"completion_tokens"`
@@ -110,6 +129,10 @@ func newUsage(r generationResult) *usage {
 		CachedTokens int `json:"cached_tokens"`
 	}{r.cachedTokens}
 	return u
+}
+
+func poolingUsage(promptTokens int) *usage {
+	return &usage{PromptTokens: promptTokens, TotalTokens: promptTokens}
 }
 
 // errorBody is vLLM's (and OpenAI's) error response.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -183,5 +184,58 @@ func TestModelsListsAdaptersWithParent(t *testing.T) {
 	var parent string
 	if err := json.Unmarshal([]byte(page.Data[1].JSON.ExtraFields["parent"].Raw()), &parent); err != nil || parent != "llama-3-8b" {
 		t.Fatalf("adapter parent %q (%v), want llama-3-8b", parent, err)
+	}
+}
+
+// modelEndpoints are the endpoints added beside completions, each with a valid request for
+// a model.
+var modelEndpoints = []struct {
+	path string
+	body func(t *testing.T, model string) request
+}{
+	{"/v1/responses", jsonFields(map[string]any{"input": "hi", "max_output_tokens": 1})},
+	{"/v1/embeddings", jsonFields(map[string]any{"input": "hi"})},
+	{"/rerank", jsonFields(map[string]any{"query": "q", "documents": []string{"d"}})},
+	{"/v1/rerank", jsonFields(map[string]any{"query": "q", "documents": []string{"d"}})},
+	{"/v2/rerank", jsonFields(map[string]any{"query": "q", "documents": []string{"d"}})},
+	{"/score", jsonFields(map[string]any{"text_1": "a", "text_2": "b"})},
+	{"/v1/score", jsonFields(map[string]any{"text_1": "a", "text_2": "b"})},
+	{"/tokenize", jsonFields(map[string]any{"prompt": "hi"})},
+	{"/detokenize", jsonFields(map[string]any{"tokens": []int{1}})},
+	{"/v1/audio/transcriptions", audioFields},
+	{"/v1/audio/translations", audioFields},
+}
+
+func jsonFields(fields map[string]any) func(*testing.T, string) request {
+	return func(t *testing.T, model string) request {
+		body := maps.Clone(fields)
+		body["model"] = model
+		return toRequest(t, body)
+	}
+}
+
+func audioFields(t *testing.T, model string) request {
+	return formBody(t, map[string]string{"model": model}, []byte("RIFF"))
+}
+
+func TestEndpointsRequireKeyAndServedModel(t *testing.T) {
+	open := startEngine(t, fastConfig())
+	cfg := fastConfig()
+	cfg.APIKey = "secret"
+	keyed := startEngine(t, cfg)
+	for _, ep := range modelEndpoints {
+		t.Run(ep.path, func(t *testing.T) {
+			if status, body := open.send(t, ep.path, ep.body(t, "llama-3-8b")); status != http.StatusOK {
+				t.Fatalf("base model: %d %s", status, body)
+			}
+			status, body := open.send(t, ep.path, ep.body(t, "no-such-model"))
+			got := decode[errorBody](t, body)
+			if status != http.StatusNotFound || got.Error.Type != "NotFoundError" || got.Error.Message != "The model `no-such-model` does not exist." || got.Error.Code != 404 {
+				t.Fatalf("unknown model: %d %s", status, body)
+			}
+			if status, body := keyed.send(t, ep.path, ep.body(t, "llama-3-8b")); status != http.StatusUnauthorized {
+				t.Fatalf("without key: %d %s", status, body)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package enginesim
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -10,7 +12,8 @@ import (
 type Config struct {
 	// Model is the base model name served by the engine.
 	Model string
-	// APIKey, if set, is required as a bearer token on every /v1 endpoint.
+	// APIKey, if set, is required as a bearer token on every API endpoint: all but /health,
+	// /metrics and /admin/faults. (vLLM itself guards only /v1 paths.)
 	APIKey string
 	// BlockSize is the number of tokens per KV-cache block.
 	BlockSize int
@@ -20,6 +23,10 @@ type Config struct {
 	MaxNumSeqs int
 	// MaxLoRAs bounds the number of loaded LoRA adapters.
 	MaxLoRAs int
+	// LoRAModules are adapters loaded when the engine starts, as vLLM's --lora-modules
+	// loads them: served and listed at once, counted against MaxLoRAs, unloadable like
+	// adapters loaded through the admin API.
+	LoRAModules []LoRAModule
 	// LoRALoadTime is how long loading an adapter takes.
 	LoRALoadTime time.Duration
 	// PrefillOverhead is the fixed part of the time to first token.
@@ -80,6 +87,41 @@ func (c Config) Validate() error {
 		return errors.New("time scale must not be negative")
 	case c.DefaultMaxTokens <= 0:
 		return errors.New("default max tokens must be positive")
+	case len(c.LoRAModules) > c.MaxLoRAs:
+		return fmt.Errorf("%d lora modules exceed max loras %d", len(c.LoRAModules), c.MaxLoRAs)
+	}
+	seen := map[string]bool{c.Model: true}
+	for _, m := range c.LoRAModules {
+		switch {
+		case m.Name == "" || m.Path == "":
+			return fmt.Errorf("lora module %q: name and path must not be empty", m.Name+"="+m.Path)
+		case seen[m.Name]:
+			return fmt.Errorf("lora module %q: name already used by the model or another module", m.Name)
+		}
+		seen[m.Name] = true
 	}
 	return nil
+}
+
+// LoRAModule is a LoRA adapter loaded when the engine starts.
+type LoRAModule struct {
+	// Name is the model name requests use for the adapter.
+	Name string
+	// Path is where the adapter would be loaded from; the engine only reports it as the
+	// root of the adapter's model card.
+	Path string
+}
+
+// ParseLoRAModules reads a comma-separated list of name=path adapters, the form of
+// engine-sim's --lora-modules flag (vLLM's takes space-separated name=path arguments).
+func ParseLoRAModules(s string) ([]LoRAModule, error) {
+	var modules []LoRAModule
+	for _, item := range strings.Split(s, ",") {
+		name, path, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("lora module %q: want name=path", item)
+		}
+		modules = append(modules, LoRAModule{Name: name, Path: path})
+	}
+	return modules, nil
 }

@@ -53,6 +53,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 		adapters: map[string]string{},
 		loading:  map[string]bool{},
 	}
+	for _, m := range cfg.LoRAModules {
+		e.adapters[m.Name] = m.Path
+	}
 	return e, nil
 }
 

@@ -181,29 +181,38 @@ func TestLoRALifecycle(t *testing.T) {
 }
 
 func TestLoRAInfoShowsRunningAdapter(t *testing.T) {
-	cfg := fastConfig()
-	cfg.InterTokenLatency = time.Second
-	te := startEngine(t, cfg)
-	if status, body := te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/a/sql"}); status != http.StatusOK {
-		t.Fatalf("load: %d %s", status, body)
-	}
-	done := make(chan error)
-	go func() {
-		_, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
-			Model:     "sql-lora",
-			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")},
-			MaxTokens: openai.Int(20),
+	for _, atStart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loaded through the admin API", true: "loaded at start"}[atStart], func(t *testing.T) {
+			cfg := fastConfig()
+			cfg.InterTokenLatency = time.Second
+			if atStart {
+				cfg.LoRAModules = []LoRAModule{{Name: "sql-lora", Path: "/a/sql"}}
+			}
+			te := startEngine(t, cfg)
+			if !atStart {
+				if status, body := te.post(t, "/v1/load_lora_adapter", loraRequest{"sql-lora", "/a/sql"}); status != http.StatusOK {
+					t.Fatalf("load: %d %s", status, body)
+				}
+			}
+			done := make(chan error)
+			go func() {
+				_, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+					Model:     "sql-lora",
+					Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")},
+					MaxTokens: openai.Int(20),
+				})
+				done <- err
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for label(te.metrics(t), "vllm:lora_requests_info", "running_lora_adapters") != "sql-lora" {
+				if time.Now().After(deadline) {
+					t.Fatal("running adapter never reported")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
 		})
-		done <- err
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for label(te.metrics(t), "vllm:lora_requests_info", "running_lora_adapters") != "sql-lora" {
-		if time.Now().After(deadline) {
-			t.Fatal("running adapter never reported")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }

@@ -8,10 +8,11 @@ import (
 
 // Faults are injected failures. The zero value injects none.
 type Faults struct {
-	// FailFraction is the fraction of completion requests answered with a 500, in [0,1].
+	// FailFraction is the fraction of inference requests (completions, responses,
+	// embeddings, scores, audio; not tokenizer calls) answered with a 500, in [0,1].
 	FailFraction float64 `json:"fail_fraction"`
-	// DropMidStream closes the connection after the first streamed chunk (or before any
-	// byte of a non-streaming answer).
+	// DropMidStream closes the connection of generating requests (completions, responses,
+	// audio) after the first streamed chunk, or before any byte of a non-streaming answer.
 	DropMidStream bool `json:"drop_mid_stream"`
 	// MetricsHang makes /metrics block until the client gives up.
 	MetricsHang bool `json:"metrics_hang"`

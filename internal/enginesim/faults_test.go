@@ -106,3 +106,18 @@ func TestFaultSlowAnswers(t *testing.T) {
 		t.Fatalf("slow answer took %v, less than its slowed prefill %v", took, minimum)
 	}
 }
+
+func TestFaultFailFractionCoversInferenceEndpoints(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Faults.FailFraction = 1
+	te := startEngine(t, cfg)
+	for _, ep := range modelEndpoints {
+		want := http.StatusInternalServerError
+		if ep.path == "/tokenize" || ep.path == "/detokenize" {
+			want = http.StatusOK
+		}
+		if status, body := te.send(t, ep.path, ep.body(t, "llama-3-8b")); status != want {
+			t.Errorf("%s: %d %s, want %d", ep.path, status, body, want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package enginesim
 import (
 	"context"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // generation describes one request to the engine model.
@@ -27,28 +29,46 @@ func (e *Engine) prefillTime(uncached, batch int) time.Duration {
 	return e.cfg.PrefillOverhead + time.Duration(float64(uncached)*float64(e.cfg.PrefillPerToken)*slowdown)
 }
 
+// prefill waits for a slot for g with room for outputTokens more tokens, then prefills the
+// uncached part of its prompt, recording the prompt and prefix-cache metrics. Unless it
+// fails, the caller must finish the returned sequence.
+func (e *Engine) prefill(ctx context.Context, g generation, outputTokens int) (*sequence, generationResult, error) {
+	res := generationResult{promptTokens: CountTokens(g.prompt)}
+	seq, err := e.admit(ctx, g.prompt, outputTokens, g.adapter)
+	if err != nil {
+		return nil, res, err
+	}
+	res.cachedTokens = min(seq.cachedTok, res.promptTokens)
+	e.metrics.prefixQueries.Add(float64(res.promptTokens))
+	e.metrics.prefixHits.Add(float64(res.cachedTokens))
+	e.metrics.promptTokens.Add(float64(res.promptTokens))
+	if err := e.sleep(ctx, e.prefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
+		e.finish(seq)
+		return nil, res, err
+	}
+	return seq, res, nil
+}
+
+// succeeded records a request that started at start and finished for reason.
+func (e *Engine) succeeded(start time.Time, reason string) {
+	e.metrics.e2eLatency.Observe(time.Since(start).Seconds())
+	e.metrics.requestSuccess.WithLabelValues(reason).Inc()
+}
+
 // generate runs a request through the engine model: it waits for a slot, prefills the
 // uncached part of the prompt, then emits one token at a time through emit, which may stop
 // the generation by returning an error. Metrics are recorded as the request progresses.
 func (e *Engine) generate(ctx context.Context, g generation, emit func(token string) error) (generationResult, error) {
 	start := time.Now()
-	res := generationResult{promptTokens: CountTokens(g.prompt), finishReason: "length"}
-	if g.maxTokens <= 0 {
-		res.finishReason = "stop"
-	}
 	outputTokens := e.outputLength(g.maxTokens)
-	seq, err := e.admit(ctx, g.prompt, outputTokens, g.adapter)
+	seq, res, err := e.prefill(ctx, g, outputTokens)
 	if err != nil {
 		return res, err
 	}
 	defer e.finish(seq)
-	res.cachedTokens = min(seq.cachedTok, res.promptTokens)
-	e.metrics.prefixQueries.Add(float64(res.promptTokens))
-	e.metrics.prefixHits.Add(float64(res.cachedTokens))
-	e.metrics.promptTokens.Add(float64(res.promptTokens))
-
-	if err := e.sleep(ctx, e.prefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
-		return res, err
+	res.finishReason = "length"
+	if g.maxTokens <= 0 {
+		res.finishReason = "stop"
 	}
 	last := time.Now()
 	e.metrics.ttft.Observe(last.Sub(start).Seconds())
@@ -68,7 +88,37 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 			return res, err
 		}
 	}
-	e.metrics.e2eLatency.Observe(time.Since(start).Seconds())
-	e.metrics.requestSuccess.WithLabelValues(res.finishReason).Inc()
+	e.succeeded(start, res.finishReason)
 	return res, nil
+}
+
+// encode runs prompt-only requests (embeddings, scores) through the engine model, all at
+// once as vLLM schedules a batch of prompts: each waits for a slot, is prefilled and counts
+// as a request finished with reason "stop". It returns each prompt's token count.
+func (e *Engine) encode(ctx context.Context, prompts []string, adapter string) ([]int, error) {
+	tokens := make([]int, len(prompts))
+	g, ctx := errgroup.WithContext(ctx)
+	for i, prompt := range prompts {
+		g.Go(func() error {
+			start := time.Now()
+			seq, res, err := e.prefill(ctx, generation{prompt: prompt, adapter: adapter}, 0)
+			if err != nil {
+				return err
+			}
+			e.finish(seq)
+			e.succeeded(start, "stop")
+			tokens[i] = res.promptTokens
+			return nil
+		})
+	}
+	return tokens, g.Wait()
+}
+
+// totalTokens sums token counts.
+func totalTokens(counts []int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }

@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,26 +59,107 @@ func startEngine(t *testing.T, cfg Config) *testEngine {
 	return &testEngine{engine: e, srv: srv, client: client}
 }
 
-// post sends a JSON body and returns the status and body.
-func (te *testEngine) post(t *testing.T, path string, body any) (int, string) {
+// request is a request body with its content type.
+type request struct {
+	contentType string
+	body        []byte
+}
+
+// toRequest is v itself when it is a request, a JSON body holding v when it is a string,
+// and v marshalled as JSON otherwise.
+func toRequest(t *testing.T, v any) request {
 	t.Helper()
-	var b []byte
-	switch v := body.(type) {
+	switch v := v.(type) {
+	case request:
+		return v
 	case string:
-		b = []byte(v)
-	default:
-		var err error
-		if b, err = json.Marshal(v); err != nil {
+		return request{"application/json", []byte(v)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return request{"application/json", b}
+}
+
+// formBody is a multipart/form-data body with the given fields and, unless file is nil,
+// a file part holding file.
+func formBody(t *testing.T, fields map[string]string, file []byte) request {
+	t.Helper()
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for k, v := range fields {
+		if err := mw.WriteField(k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	resp, err := te.srv.Client().Post(te.srv.URL+path, "application/json", bytes.NewReader(b))
+	if file != nil {
+		fw, err := mw.CreateFormFile("file", "audio.wav")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = fw.Write(file)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return request{mw.FormDataContentType(), b.Bytes()}
+}
+
+// send posts a request body and returns the status and body.
+func (te *testEngine) send(t *testing.T, path string, req request) (int, string) {
+	t.Helper()
+	resp, err := te.srv.Client().Post(te.srv.URL+path, req.contentType, bytes.NewReader(req.body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(out)
+}
+
+// post sends a body as [toRequest] makes it and returns the status and body.
+func (te *testEngine) post(t *testing.T, path string, body any) (int, string) {
+	t.Helper()
+	return te.send(t, path, toRequest(t, body))
+}
+
+// decode parses a JSON answer.
+func decode[T any](t *testing.T, body string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return v
+}
+
+// apiCase is one request to an endpoint and the answer it must get.
+type apiCase struct {
+	name   string
+	path   string
+	body   any
+	status int
+	// contains must appear in the answer's body.
+	contains string
+	// check, if set, inspects a successful answer's body.
+	check func(t *testing.T, body string)
+}
+
+// runAPICases sends each case to te as a subtest.
+func runAPICases(t *testing.T, te *testEngine, cases []apiCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := te.post(t, c.path, c.body)
+			if status != c.status || !strings.Contains(body, c.contains) {
+				t.Fatalf("got %d %s, want %d containing %q", status, body, c.status, c.contains)
+			}
+			if c.check != nil {
+				c.check(t, body)
+			}
+		})
+	}
 }
 
 // metrics scrapes and parses /metrics.

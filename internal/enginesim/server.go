@@ -1,7 +1,7 @@
 package enginesim
 
 import (
-	"bufio"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,15 +20,33 @@ import (
 // maxBodyBytes bounds request bodies.
 const maxBodyBytes = 16 << 20
 
-// Handler returns the engine's HTTP API: the OpenAI endpoints, the vLLM LoRA admin API,
-// /health, /metrics and the fault-injection endpoint /admin/faults.
+// Handler returns the engine's HTTP API: the OpenAI endpoints (chat and text completions,
+// responses, embeddings, audio transcriptions and translations, models), vLLM's scoring and
+// tokenizer endpoints, the vLLM LoRA admin API, /health, /metrics and the fault-injection
+// endpoint /admin/faults.
 func (e *Engine) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", e.authorized(e.handleCompletion(true)))
-	mux.HandleFunc("POST /v1/completions", e.authorized(e.handleCompletion(false)))
-	mux.HandleFunc("GET /v1/models", e.authorized(e.handleModels))
-	mux.HandleFunc("POST /v1/load_lora_adapter", e.authorized(e.handleLoadAdapter))
-	mux.HandleFunc("POST /v1/unload_lora_adapter", e.authorized(e.handleUnloadAdapter))
+	api := map[string]http.HandlerFunc{
+		"POST /v1/chat/completions":     e.handleCompletion(true),
+		"POST /v1/completions":          e.handleCompletion(false),
+		"POST /v1/responses":            e.handleResponses,
+		"POST /v1/embeddings":           e.handleEmbeddings,
+		"POST /v1/audio/transcriptions": e.handleAudio(transcription),
+		"POST /v1/audio/translations":   e.handleAudio(translation),
+		"POST /rerank":                  e.handleRerank,
+		"POST /v1/rerank":               e.handleRerank,
+		"POST /v2/rerank":               e.handleRerank,
+		"POST /score":                   e.handleScore,
+		"POST /v1/score":                e.handleScore,
+		"POST /tokenize":                e.handleTokenize,
+		"POST /detokenize":              e.handleDetokenize,
+		"GET /v1/models":                e.handleModels,
+		"POST /v1/load_lora_adapter":    e.handleLoadAdapter,
+		"POST /v1/unload_lora_adapter":  e.handleUnloadAdapter,
+	}
+	for pattern, h := range api {
+		mux.HandleFunc(pattern, e.authorized(h))
+	}
 	mux.HandleFunc("GET /health", e.handleHealth)
 	mux.HandleFunc("GET /metrics", e.handleMetrics())
 	mux.HandleFunc("GET /admin/faults", e.handleGetFaults)
@@ -56,8 +75,57 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+func writeText(w http.ResponseWriter, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, text)
+}
+
 func writeError(w http.ResponseWriter, status int, errType, msg string) {
 	writeJSON(w, status, errorBody{Error: errorInfo{Message: msg, Type: errType, Code: status}})
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, "BadRequestError", msg)
+}
+
+// decodeJSON decodes a bounded JSON body into v, answering 400 itself when it cannot.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(v); err != nil {
+		badRequest(w, "malformed JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// decodeRequest decodes an inference request and requires its model to be served, answering
+// the error itself when either fails. adapter is "" for the base model.
+func (e *Engine) decodeRequest(w http.ResponseWriter, r *http.Request, req interface{ requestedModel() string }) (adapter string, ok bool) {
+	if !decodeJSON(w, r, req) {
+		return "", false
+	}
+	return e.requireModel(w, req.requestedModel())
+}
+
+// requireModel answers 404 like vLLM unless model is the base model or a loaded adapter;
+// adapter is "" for the base model.
+func (e *Engine) requireModel(w http.ResponseWriter, model string) (adapter string, ok bool) {
+	if !e.servesModel(model) {
+		writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", model))
+		return "", false
+	}
+	if model == e.cfg.Model {
+		return "", true
+	}
+	return model, true
+}
+
+// injectedFailure answers 500 when the fail-fraction fault draws this request.
+func (e *Engine) injectedFailure(w http.ResponseWriter) bool {
+	if !e.faults.shouldFail() {
+		return false
+	}
+	writeError(w, http.StatusInternalServerError, "InternalServerError", "injected failure")
+	return true
 }
 
 // newID returns a response id unique within the engine.
@@ -65,35 +133,64 @@ func (e *Engine) newID(prefix string) string {
 	return prefix + strconv.FormatInt(e.ids.Add(1), 10)
 }
 
+// errDropped stops a generation whose connection is dropped on purpose.
+var errDropped = errors.New("connection dropped by fault injection")
+
+// generateText runs g to completion and returns its text; ok is false when the client went
+// away, leaving nothing to answer. Under the drop-mid-stream fault it aborts the connection
+// before any byte of the answer.
+func (e *Engine) generateText(ctx context.Context, g generation) (text string, res generationResult, ok bool) {
+	var b strings.Builder
+	res, err := e.generate(ctx, g, func(tok string) error {
+		b.WriteString(tok)
+		return nil
+	})
+	if err != nil {
+		return "", res, false
+	}
+	if e.faults.get().DropMidStream {
+		panic(http.ErrAbortHandler)
+	}
+	return b.String(), res, true
+}
+
+// streamTokens runs g, passing each token to emit; ok is false when the generation stopped
+// early because emit failed or the client went away. Under the drop-mid-stream fault it
+// aborts the connection after the first token.
+func (e *Engine) streamTokens(ctx context.Context, g generation, emit func(token string) error) (res generationResult, ok bool) {
+	sent := 0
+	res, err := e.generate(ctx, g, func(tok string) error {
+		if sent > 0 && e.faults.get().DropMidStream {
+			return errDropped
+		}
+		sent++
+		return emit(tok)
+	})
+	if errors.Is(err, errDropped) {
+		panic(http.ErrAbortHandler)
+	}
+	return res, err == nil
+}
+
 func (e *Engine) handleCompletion(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req completionRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, "BadRequestError", "malformed JSON body: "+err.Error())
+		adapter, ok := e.decodeRequest(w, r, &req)
+		if !ok {
 			return
 		}
-		if !e.servesModel(req.Model) {
-			writeError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
-			return
-		}
-		prompt := req.chatPrompt()
+		prompt := chatPrompt(req.Messages)
 		if !chat {
-			var ok bool
 			if prompt, ok = req.textPrompt(); !ok {
-				writeError(w, http.StatusBadRequest, "BadRequestError", "prompt must be a string, a list of strings or a list of token ids")
+				badRequest(w, "prompt must be a string, a list of strings or a list of token ids")
 				return
 			}
 		} else if len(req.Messages) == 0 {
-			writeError(w, http.StatusBadRequest, "BadRequestError", "messages must not be empty")
+			badRequest(w, "messages must not be empty")
 			return
 		}
-		if e.faults.shouldFail() {
-			writeError(w, http.StatusInternalServerError, "InternalServerError", "injected failure")
+		if e.injectedFailure(w) {
 			return
-		}
-		adapter := ""
-		if req.Model != e.cfg.Model {
-			adapter = req.Model
 		}
 		g := generation{prompt: prompt, maxTokens: req.maxTokens(), adapter: adapter}
 		c := completionWriter{chat: chat, id: e.newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), model: req.Model, created: time.Now().Unix()}
@@ -101,83 +198,36 @@ func (e *Engine) handleCompletion(chat bool) http.HandlerFunc {
 			e.stream(w, r, g, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 			return
 		}
-		var text []byte
-		res, err := e.generate(r.Context(), g, func(tok string) error {
-			text = append(text, tok...)
-			return nil
-		})
-		if err != nil {
-			return // the client went away
+		if text, res, ok := e.generateText(r.Context(), g); ok {
+			writeJSON(w, http.StatusOK, c.final(text, res))
 		}
-		if e.faults.get().DropMidStream {
-			panic(http.ErrAbortHandler)
-		}
-		writeJSON(w, http.StatusOK, c.final(string(text), res))
 	}
 }
 
-// errDropped stops a generation whose connection is dropped on purpose.
-var errDropped = errors.New("connection dropped by fault injection")
-
 func (e *Engine) stream(w http.ResponseWriter, r *http.Request, g generation, c completionWriter, includeUsage bool) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	rc := http.NewResponseController(w)
-	send := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(bw, "data: %s\n\n", b); err != nil {
-			return err
-		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	sse := newSSEWriter(w)
 	if c.chat {
-		if send(c.chunk(map[string]any{"role": "assistant", "content": ""}, nil)) != nil {
-			return
-		}
+		_ = sse.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	}
-	sent := 0
-	res, err := e.generate(r.Context(), g, func(tok string) error {
-		if sent > 0 && e.faults.get().DropMidStream {
-			return errDropped
-		}
-		sent++
+	res, ok := e.streamTokens(r.Context(), g, func(tok string) error {
 		if c.chat {
-			return send(c.chunk(map[string]any{"content": tok}, nil))
+			return sse.send("", c.chunk(map[string]any{"content": tok}, nil))
 		}
-		return send(c.chunk(tok, nil))
+		return sse.send("", c.chunk(tok, nil))
 	})
-	if errors.Is(err, errDropped) {
-		panic(http.ErrAbortHandler)
-	}
-	if err != nil {
+	if !ok {
 		return
 	}
 	reason := res.finishReason
-	var last any
 	if c.chat {
-		last = c.chunk(map[string]any{}, &reason)
+		_ = sse.send("", c.chunk(map[string]any{}, &reason))
 	} else {
-		last = c.chunk("", &reason)
-	}
-	if send(last) != nil {
-		return
+		_ = sse.send("", c.chunk("", &reason))
 	}
 	if includeUsage {
-		if send(c.usageChunk(res)) != nil {
-			return
-		}
+		_ = sse.send("", c.usageChunk(res))
 	}
-	_, _ = io.WriteString(bw, "data: [DONE]\n\n")
-	_ = bw.Flush()
-	_ = rc.Flush()
+	_ = sse.sendRaw("", []byte("[DONE]"))
 }
 
 func (e *Engine) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -197,21 +247,16 @@ type loraRequest struct {
 	LoRAPath string `json:"lora_path"`
 }
 
-func (e *Engine) decodeLoRA(w http.ResponseWriter, r *http.Request) (loraRequest, bool) {
+func decodeLoRA(w http.ResponseWriter, r *http.Request) (loraRequest, bool) {
 	var req loraRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequestError", "malformed JSON body: "+err.Error())
-		return req, false
-	}
-	return req, true
+	return req, decodeJSON(w, r, &req)
 }
 
 func writeLoRAResult(w http.ResponseWriter, err error, success string) {
 	var le *loraError
 	switch {
 	case err == nil:
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, success)
+		writeText(w, success)
 	case errors.As(err, &le):
 		writeError(w, le.status, le.errType, le.message)
 	default:
@@ -220,7 +265,7 @@ func writeLoRAResult(w http.ResponseWriter, err error, success string) {
 }
 
 func (e *Engine) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
-	req, ok := e.decodeLoRA(w, r)
+	req, ok := decodeLoRA(w, r)
 	if !ok {
 		return
 	}
@@ -229,12 +274,12 @@ func (e *Engine) handleLoadAdapter(w http.ResponseWriter, r *http.Request) {
 }
 
 func (e *Engine) handleUnloadAdapter(w http.ResponseWriter, r *http.Request) {
-	req, ok := e.decodeLoRA(w, r)
+	req, ok := decodeLoRA(w, r)
 	if !ok {
 		return
 	}
 	if req.LoRAName == "" {
-		writeError(w, http.StatusBadRequest, "BadRequestError", "'lora_name' must be provided.")
+		badRequest(w, "'lora_name' must be provided.")
 		return
 	}
 	err := e.UnloadAdapter(req.LoRAName)
@@ -266,12 +311,11 @@ func (e *Engine) handleGetFaults(w http.ResponseWriter, _ *http.Request) {
 
 func (e *Engine) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&f); err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequestError", "malformed JSON body: "+err.Error())
+	if !decodeJSON(w, r, &f) {
 		return
 	}
 	if f.FailFraction < 0 || f.FailFraction > 1 {
-		writeError(w, http.StatusBadRequest, "BadRequestError", "fail_fraction must be in [0,1]")
+		badRequest(w, "fail_fraction must be in [0,1]")
 		return
 	}
 	e.SetFaults(f)
