@@ -17,7 +17,8 @@ import (
 
 // Options configure a cache context.
 type Options struct {
-	// Scrape configures the engine metrics scraper of the metadata and gateway contexts.
+	// Scrape configures the engine scraper of the metadata and gateway contexts: metrics
+	// every Scrape.Interval, model listings every Scrape.ModelsRefreshInterval.
 	Scrape ScrapeOptions
 	// StaleAfter is the age beyond which a metrics snapshot is stale and routers treat an
 	// endpoint's metrics as unknown. Zero means ten scrape intervals.
@@ -105,7 +106,7 @@ type Metadata struct {
 // StaleAfter returns the age beyond which a metrics snapshot is stale.
 func (m *Metadata) StaleAfter() time.Duration { return m.staleAfter }
 
-// ScrapeStats returns the scraper's counters.
+// ScrapeStats returns the scraper's counters, of scrapes and of model listings.
 func (m *Metadata) ScrapeStats() ScrapeStats { return m.scraper.Stats() }
 
 // Gateway is the gateway's view of the cache: everything the request path reads (pods,
@@ -139,12 +140,13 @@ type Gateway struct {
 // StaleAfter returns the age beyond which a metrics snapshot is stale.
 func (g *Gateway) StaleAfter() time.Duration { return g.staleAfter }
 
-// ScrapeStats returns the scraper's counters.
+// ScrapeStats returns the scraper's counters, of scrapes and of model listings.
 func (g *Gateway) ScrapeStats() ScrapeStats { return g.scraper.Stats() }
 
 // InitForManager builds the controller manager's cache context on mgr: Pod and
-// ModelAdapter feeds, no scraper. The scheme of mgr must know core, Switchboard and
-// Gateway API types. The context starts with mgr.
+// ModelAdapter feeds, no scraper, so ModelAdapter placement alone decides which adapters
+// a pod serves. The scheme of mgr must know core, Switchboard and Gateway API types. The
+// context starts with mgr.
 func InitForManager(mgr ctrl.Manager) (*Manager, error) {
 	c := New()
 	sync, err := wire(mgr, "manager", []kindFeed{podFeed(c), adapterFeed(c)})
@@ -155,7 +157,8 @@ func InitForManager(mgr ctrl.Manager) (*Manager, error) {
 }
 
 // InitForMetadata builds the metadata service's cache context on mgr: Pod and
-// ModelAdapter feeds and the metrics scraper. The context starts with mgr.
+// ModelAdapter feeds and the scraper of engine metrics and model listings. The context
+// starts with mgr.
 func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 	opts = opts.withDefaults()
 	c := New()
@@ -169,8 +172,9 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 
 // InitForGateway builds the gateway's cache context on mgr: Pod (every Pod, for plain
 // Gateway API backends, not only engine Pods), ModelAdapter, RoutingPolicy, Service,
-// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds and the metrics
-// scraper (of engine Pods only). The context starts with mgr.
+// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds and the scraper
+// of engine metrics and model listings (of engine Pods only). The context starts with
+// mgr.
 func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	c := New()

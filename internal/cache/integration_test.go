@@ -2,8 +2,11 @@ package cache
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +30,10 @@ import (
 func TestInformersFeedCache(t *testing.T) {
 	c := testenv.Start(t)
 	ctx := context.Background()
-	_, engineAddr := testenv.InProcessEngine(t, "127.0.0.1", enginesim.DefaultConfig())
+	// The engine serves the pods' base model, so that its model listings are accepted.
+	engineCfg := enginesim.DefaultConfig()
+	engineCfg.Model, engineCfg.LoRALoadTime = "llama", 0
+	engine, engineAddr := testenv.InProcessEngine(t, "127.0.0.1", engineCfg)
 	engineHost, enginePort, err := net.SplitHostPort(engineAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func TestInformersFeedCache(t *testing.T) {
 		mgrView *Manager
 	)
 	c.RunManager(t, func(mgr ctrl.Manager) (err error) {
-		gw, err = InitForGateway(mgr, Options{Scrape: ScrapeOptions{Interval: 20 * time.Millisecond}})
+		gw, err = InitForGateway(mgr, Options{Scrape: ScrapeOptions{Interval: 20 * time.Millisecond, ModelsRefreshInterval: modelsRefresh}})
 		return err
 	})
 	c.RunManager(t, func(mgr ctrl.Manager) (err error) {
@@ -115,6 +121,11 @@ func TestInformersFeedCache(t *testing.T) {
 	})
 
 	t.Run("adapters", func(t *testing.T) {
+		// As the ModelAdapter controller would, load the adapter before naming instances.
+		if err := engine.LoadAdapter(ctx, "sql-lora", "/adapters/sql-lora"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = engine.UnloadAdapter("sql-lora") })
 		ma := &v1alpha1.ModelAdapter{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sql-lora"},
 			Spec: v1alpha1.ModelAdapterSpec{
@@ -132,14 +143,84 @@ func TestInformersFeedCache(t *testing.T) {
 			m, ok := gw.Model("sql-lora")
 			return ok && m.BaseModel == "llama" && slices.Equal(podNames(gw.Reader, "sql-lora"), []string{"early"})
 		})
+		// The manager lists no engines: placement alone decides there.
+		waitUntil(t, "the manager serves the adapter from placement", func() bool {
+			return slices.Equal(podNames(mgrView.Reader, "sql-lora"), []string{"early"})
+		})
+
+		// The engine unloads the adapter behind the manager's back: the gateway stops
+		// routing it there although status.instances still names the pod.
+		if err := engine.UnloadAdapter("sql-lora"); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the unloaded adapter disappears from the gateway", func() bool {
+			_, ok := gw.Model("sql-lora")
+			return !ok
+		})
+		if got := podNames(mgrView.Reader, "sql-lora"); !slices.Equal(got, []string{"early"}) {
+			t.Errorf("manager: endpoints of sql-lora = %v, want [early] from placement", got)
+		}
 		ma.Status.Instances = nil
 		if err := c.Status().Update(ctx, ma); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the adapter disappears with its last instance", func() bool {
-			_, ok := gw.Model("sql-lora")
+		waitUntil(t, "the adapter disappears from the manager with its last instance", func() bool {
+			_, ok := mgrView.Model("sql-lora")
 			return !ok
 		})
+	})
+
+	t.Run("engine listings", func(t *testing.T) {
+		// An engine of its own, and no ModelAdapter: the engine alone says what it serves.
+		cfg := enginesim.DefaultConfig()
+		cfg.LoRALoadTime = 0
+		_, addr := testenv.InProcessEngine(t, "127.0.0.1", cfg)
+		c.EnginePod(t, ns, "listed", cfg.Model, addr, nil)
+		waitUntil(t, "the pod serves its base model", func() bool {
+			return slices.Equal(podNames(gw.Reader, cfg.Model), []string{"listed"})
+		})
+
+		admin := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+		t.Cleanup(admin.CloseIdleConnections)
+		post := func(path, body string) {
+			t.Helper()
+			resp, err := admin.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				msg, _ := io.ReadAll(resp.Body)
+				t.Fatalf("POST %s: %s: %s", path, resp.Status, msg)
+			}
+		}
+		post("/v1/load_lora_adapter", `{"lora_name":"engine-lora","lora_path":"/adapters/engine-lora"}`)
+		waitUntil(t, "the adapter loaded on the engine becomes a routable model", func() bool {
+			m, ok := gw.Model("engine-lora")
+			return ok && m.IsAdapter() && m.BaseModel == cfg.Model &&
+				slices.Equal(podNames(gw.Reader, "engine-lora"), []string{"listed"})
+		})
+		if p, _ := gw.Pod(endpoint.Key{Namespace: ns, Name: "listed"}); !slices.Equal(p.Adapters, []string{"engine-lora"}) {
+			t.Errorf("Adapters of the pod = %v, want [engine-lora]", p.Adapters)
+		}
+		if _, ok := mgrView.Model("engine-lora"); ok {
+			t.Error("the manager context, which lists no engines, serves engine-lora")
+		}
+
+		post("/v1/unload_lora_adapter", `{"lora_name":"engine-lora"}`)
+		unloaded := time.Now()
+		waitUntil(t, "the unloaded adapter leaves the pod", func() bool {
+			p, _ := gw.Pod(endpoint.Key{Namespace: ns, Name: "listed"})
+			_, ok := gw.Model("engine-lora")
+			return !ok && len(p.Adapters) == 0
+		})
+		// One refresh interval, plus a scrape round's rounding and the request itself.
+		if elapsed := time.Since(unloaded); elapsed > modelsRefresh+100*time.Millisecond {
+			t.Errorf("engine-lora was still served %v after it was unloaded, want within %v", elapsed, modelsRefresh)
+		}
+		if st := gw.ScrapeStats(); st.ListingsSucceeded == 0 || st.ListingsUnauthorized != 0 {
+			t.Errorf("ScrapeStats() = %+v, want listings and none refused", st)
+		}
 	})
 
 	t.Run("gateway objects", func(t *testing.T) {
@@ -199,6 +280,9 @@ func TestInformersFeedCache(t *testing.T) {
 	})
 
 }
+
+// modelsRefresh is the gateway context's ModelsRefreshInterval in TestInformersFeedCache.
+const modelsRefresh = 300 * time.Millisecond
 
 // engineDeployment returns an engine pod serving llama on port, before any status.
 func engineDeployment(ns, name, port string) *corev1.Pod {

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,13 +94,7 @@ func ParseMetrics(engine endpoint.Engine, r io.Reader, scrapedAt time.Time) (end
 	if m.PrefixCacheHitRate == 0 && m.PrefixCacheQueries > 0 {
 		m.PrefixCacheHitRate = m.PrefixCacheHits / m.PrefixCacheQueries
 	}
-	if labels := latestInfo(find(names.loraInfo)); labels != nil {
-		m.LoRA = endpoint.LoRAState{
-			Running: splitList(labels["running_lora_adapters"]),
-			Waiting: splitList(labels["waiting_lora_adapters"]),
-			MaxLoRA: atoi(labels["max_lora"]),
-		}
-	}
+	m.LoRA = loraState(find(names.loraInfo))
 	if labels := latestInfo(find(names.cacheConfig)); labels != nil {
 		m.BlockSize = atoi(labels["block_size"])
 		m.NumGPUBlocks = atoi(labels["num_gpu_blocks"])
@@ -146,8 +141,51 @@ func histogram(f *dto.MetricFamily) endpoint.Histogram {
 	return h
 }
 
+// loraState reads vllm:lora_requests_info. Engines export one series per label set, with
+// the time of its last update as the value, and keep old series, so the newest series
+// wins. Several series may carry the newest value (some engines write whole seconds, so
+// updates within one second tie); then the state is their union: the running adapters of
+// all of them (in order of first appearance), likewise the waiting ones, and the largest
+// max_lora. Erring towards "running" keeps an adapter the engine may well be running
+// visible rather than dropping it on a coin toss. Zero when f has no series.
+func loraState(f *dto.MetricFamily) endpoint.LoRAState {
+	var (
+		state  endpoint.LoRAState
+		newest float64
+		found  bool
+	)
+	for _, m := range f.GetMetric() {
+		v := value(m)
+		if found && v < newest {
+			continue
+		}
+		if !found || v > newest {
+			state, newest, found = endpoint.LoRAState{}, v, true
+		}
+		labels := make(map[string]string, len(m.GetLabel()))
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		state.Running = appendNew(state.Running, splitList(labels["running_lora_adapters"]))
+		state.Waiting = appendNew(state.Waiting, splitList(labels["waiting_lora_adapters"]))
+		state.MaxLoRA = max(state.MaxLoRA, atoi(labels["max_lora"]))
+	}
+	return state
+}
+
+// appendNew appends to list the items it does not hold yet.
+func appendNew(list, items []string) []string {
+	for _, item := range items {
+		if !slices.Contains(list, item) {
+			list = append(list, item)
+		}
+	}
+	return list
+}
+
 // latestInfo returns the labels of the info series with the highest value (engines
-// export the update time as the value), or nil when f has no series.
+// export the update time as the value; the first of equal values), or nil when f has no
+// series.
 func latestInfo(f *dto.MetricFamily) map[string]string {
 	var best *dto.Metric
 	for _, m := range f.GetMetric() {

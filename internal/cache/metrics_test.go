@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -116,5 +117,63 @@ func BenchmarkParseMetrics(b *testing.B) {
 		if _, err := ParseMetrics(endpoint.EngineVLLM, bytes.NewReader(payload), now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestParseMetricsLoRAInfo(t *testing.T) {
+	const header = "# TYPE vllm:lora_requests_info gauge\n"
+	series := func(running, waiting, maxLoRA string, at string) string {
+		return fmt.Sprintf("vllm:lora_requests_info{max_lora=%q,running_lora_adapters=%q,waiting_lora_adapters=%q} %s\n",
+			maxLoRA, running, waiting, at)
+	}
+	tests := []struct {
+		name   string
+		series []string
+		want   endpoint.LoRAState
+	}{
+		{name: "no series"},
+		{
+			name:   "one series",
+			series: []string{series("sql", "chat", "4", "1764840012")},
+			want:   endpoint.LoRAState{Running: []string{"sql"}, Waiting: []string{"chat"}, MaxLoRA: 4},
+		},
+		{
+			name:   "the newest series wins",
+			series: []string{series("old", "", "4", "1764840011"), series("sql", "", "4", "1764840012.5"), series("older", "x", "8", "1764840010")},
+			want:   endpoint.LoRAState{Running: []string{"sql"}, MaxLoRA: 4},
+		},
+		{
+			name: "equal timestamps: unions of running and of waiting, largest max_lora",
+			series: []string{
+				series("", "", "4", "1764840012"),
+				series("sql", "chat", "4", "1764840012"),
+				series("chat,sql", "sql,math", "8", "1764840012"),
+				series("stale", "stale", "16", "1764840011"),
+			},
+			want: endpoint.LoRAState{Running: []string{"sql", "chat"}, Waiting: []string{"chat", "sql", "math"}, MaxLoRA: 8},
+		},
+		{
+			name:   "equal timestamps with max_lora unknown",
+			series: []string{series("sql", "", "None", "1764840012"), series("", "chat", "2", "1764840012")},
+			want:   endpoint.LoRAState{Running: []string{"sql"}, Waiting: []string{"chat"}, MaxLoRA: 2},
+		},
+		{
+			name:   "a newer series with nothing running empties the state",
+			series: []string{series("sql", "", "4", "1764840011"), series("", "", "4", "1764840012")},
+			want:   endpoint.LoRAState{MaxLoRA: 4},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := header + strings.Join(tt.series, "")
+			got, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader(text), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.LoRA.Running, tt.want.Running) || !slices.Equal(got.LoRA.Waiting, tt.want.Waiting) ||
+				got.LoRA.MaxLoRA != tt.want.MaxLoRA {
+				t.Errorf("LoRA = %+v, want %+v", got.LoRA, tt.want)
+			}
+		})
 	}
 }

@@ -23,6 +23,9 @@ type Pod struct {
 	load *Load
 	// metrics is stored by SetMetrics (scrapers) and loaded by anyone.
 	metrics *atomic.Pointer[endpoint.Metrics]
+	// session identifies the engine session this version belongs to (see Cache); a model
+	// listing of another session is discarded.
+	session uint64
 }
 
 // Load returns the pod's request counters.
@@ -51,8 +54,12 @@ type Model struct {
 	// BaseModel is the base model; equal to Name unless the model is an adapter.
 	BaseModel string
 
-	// endpoints is sorted by key and never modified after publication.
+	// endpoints is sorted by key and never modified after publication: asBase when any
+	// pod serves the name as its base model, otherwise asAdapter.
 	endpoints []*Pod
+	// asBase and asAdapter are the routable pods that serve the name as their base model
+	// and as a LoRA adapter, sorted by key and never modified after publication.
+	asBase, asAdapter []*Pod
 	// load is written by reservations and read by anyone; shared across versions of the
 	// model while it keeps at least one endpoint.
 	load *Load
@@ -107,6 +114,13 @@ type podRecord struct {
 	ep      endpoint.Endpoint
 	load    *Load
 	metrics *atomic.Pointer[endpoint.Metrics]
+	// session is the pod's current engine session; see Cache.
+	session uint64
+	// listing is the latest successful model listing of the session; nil before the first.
+	listing *modelListing
+	// loraSeen are the adapters named by vllm:lora_requests_info in the latest metrics
+	// snapshot, sorted; reset with the metrics.
+	loraSeen []string
 	// published is the Pod last published for ep, reused while its adapters stay equal.
 	published *Pod
 }
@@ -114,7 +128,9 @@ type podRecord struct {
 // adapterRecord is the writer's copy of one ModelAdapter's status.
 type adapterRecord struct {
 	baseModel string
-	instances []string
+	// instances maps each pod named in status.instances to when the cache received the
+	// first status naming it (of an unbroken run of statuses naming it).
+	instances map[string]time.Time
 }
 
 // Reader reads the pod and model registries of one Cache. It takes no lock: every value
@@ -126,9 +142,49 @@ type Reader struct {
 // Cache holds the pod and model registries and their request counters. Create it with
 // New; it is safe for concurrent use.
 //
-// Readers (the embedded Reader) load the current snapshot without locking. Writers (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter) hold mu, update the
-// writer-owned records and publish a new snapshot. SetMetrics swaps one pod's metrics
-// pointer without locking or publishing.
+// # Served models
+//
+// A routable engine pod serves its base model (the switchboard.dev/model label) and the
+// LoRA adapters joined from the sources below, all scoped to the pod's current engine
+// session. A session begins when the pod is first seen and again whenever its address or
+// port changes or it stops being routable (an engine restarting inside its pod keeps the
+// address but passes through not-ready); everything learnt from the engine belongs to
+// one session and is forgotten when it ends.
+//
+//  1. The engine's listing (GET /v1/models, stored by SetModelListing) is the truth for
+//     what the engine serves. An entry other than the base model whose parent is the
+//     pod's base model, or the root of the listing's base-model entry, is a served
+//     adapter, whether or not a ModelAdapter exists. Entries with another parent or none
+//     are ignored, so that an engine cannot make its pod serve a model under a different
+//     base. A failed listing keeps the last successful one; an engine that refuses to be
+//     listed (401 or 403; the cache holds no engine credentials, unlike the manager's
+//     ModelAdapter controller, which uses spec.credentialsSecretRef) has its listing
+//     forgotten (ForgetModelListing), falling back to 2 and 3.
+//  2. ModelAdapter placement (SetAdapterInstances): adapter A whose spec.baseModel is the
+//     pod's base model and whose status.instances names the pod is served on the pod
+//     until a listing has been read that was requested after the cache received that
+//     instance record; from then on the engine wins and A is served there only if the
+//     latest listing has it. So, before the first listing of a session (right after a
+//     pod starts, for engines that refuse to be listed, and in the manager context,
+//     which lists nothing), placement alone decides, and a placement newer than the
+//     latest listing is trusted until the next listing confirms or refutes it.
+//  3. vllm:lora_requests_info (SetMetrics): while the session has no listing, the adapters
+//     named in the running or waiting labels of the latest metrics snapshot are served
+//     too, as confirmation that the engine holds them, provided a ModelAdapter of that
+//     name in the pod's namespace declares the pod's base model (the info names no
+//     parent).
+//
+// A model name served by some routable pod as its base model is routed to those pods
+// only, never to pods that merely have an adapter of that name.
+//
+// # Synchronisation
+//
+// Readers (the embedded Reader) load the current snapshot without locking. Writers
+// (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter, SetModelListing,
+// ForgetModelListing) hold mu, update the writer-owned records and publish a new
+// snapshot; a listing republishes only its pod, and only when the pod's served adapters
+// change. SetMetrics swaps one pod's metrics pointer without locking or publishing,
+// unless the adapters named by lora_requests_info change.
 type Cache struct {
 	Reader
 
@@ -140,6 +196,8 @@ type Cache struct {
 	pods       map[endpoint.Key]*podRecord
 	adapters   map[endpoint.Key]adapterRecord
 	modelLoads map[string]*Load
+	// sessions is the last engine session number handed out.
+	sessions uint64
 }
 
 // New returns an empty cache.
@@ -198,19 +256,97 @@ func (r Reader) Models() []string { return slices.Clone(r.snap.Load().modelNames
 // SetMetrics stores m as the latest metrics of scraped, the version of a pod whose
 // /metrics was read, provided the pod still has the address and port scraped. It reports
 // whether m was stored. A scrape that races with a move is discarded with the old
-// address's metrics.
+// address's metrics. When the adapters named in m.LoRA differ from the previous
+// snapshot's, they are recorded for the join (see Cache), which may republish the pod;
+// for that, calls for one pod SHOULD NOT overlap (the Scraper scrapes each pod once at a
+// time), or the recorded adapters may lag the stored snapshot.
 func (c *Cache) SetMetrics(scraped *Pod, m endpoint.Metrics) bool {
 	p, ok := c.Pod(scraped.Key)
 	if !ok || p.metrics != scraped.metrics {
 		return false
 	}
-	p.metrics.Store(&m)
+	old := p.metrics.Swap(&m)
+	var before endpoint.LoRAState
+	if old != nil {
+		before = old.LoRA
+	}
+	if !slices.Equal(before.Running, m.LoRA.Running) || !slices.Equal(before.Waiting, m.LoRA.Waiting) {
+		if names := loraNames(m.LoRA); !slices.Equal(loraNames(before), names) {
+			c.setLoRASeen(scraped, names)
+		}
+	}
 	return true
 }
 
-// UpsertPod adds or replaces the pod e.Key. e.Adapters is ignored: adapters come from
-// SetAdapterInstances. e.Labels is copied. Metrics are dropped when the address or port
-// changes.
+// loraNames returns the sorted, distinct adapters running or waiting in s.
+func loraNames(s endpoint.LoRAState) []string {
+	if len(s.Running)+len(s.Waiting) == 0 {
+		return nil
+	}
+	names := slices.Concat(s.Running, s.Waiting)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// setLoRASeen records names as the adapters lora_requests_info reports for scraped's
+// pod, provided its metrics were not reset meanwhile.
+func (c *Cache) setLoRASeen(scraped *Pod, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.pods[scraped.Key]
+	if !ok || rec.metrics != scraped.metrics {
+		return
+	}
+	rec.loraSeen = names
+	c.republishIfChanged(scraped.Key, rec)
+}
+
+// SetModelListing records models, the GET /v1/models listing of listed's engine requested
+// at requestedAt, as the latest listing of the pod, provided the pod is still in the
+// engine session listed (same address and port, routable throughout). It reports whether
+// the listing was recorded. The pod is republished only if its served adapters change.
+func (c *Cache) SetModelListing(listed *Pod, requestedAt time.Time, models []ListedModel) bool {
+	l := &modelListing{requestedAt: requestedAt, models: slices.Clone(models)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.pods[listed.Key]
+	if !ok || rec.session != listed.session {
+		return false
+	}
+	if rec.listing != nil && requestedAt.Before(rec.listing.requestedAt) {
+		return false // an older listing than the one recorded
+	}
+	rec.listing = l
+	c.republishIfChanged(listed.Key, rec)
+	return true
+}
+
+// ForgetModelListing drops the recorded listing of listed's pod, provided the pod is
+// still in the engine session listed, so that ModelAdapter placement decides again; the
+// Scraper calls it when an engine refuses to be listed.
+func (c *Cache) ForgetModelListing(listed *Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.pods[listed.Key]
+	if !ok || rec.session != listed.session || rec.listing == nil {
+		return
+	}
+	rec.listing = nil
+	c.republishIfChanged(listed.Key, rec)
+}
+
+// republishIfChanged publishes pod k if its served adapters differ from the published
+// ones. The caller holds c.mu.
+func (c *Cache) republishIfChanged(k endpoint.Key, rec *podRecord) {
+	if rec.published == nil || !slices.Equal(c.servedAdapters(k, rec), rec.published.Adapters) {
+		c.publishPod(k)
+	}
+}
+
+// UpsertPod adds or replaces the pod e.Key. e.Adapters is ignored: adapters are joined
+// as the Cache documents. e.Labels is copied. Metrics are dropped when the address or
+// port changes; the engine session ends (and its model listing is dropped) when the
+// address or port changes or the pod stops being routable.
 func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	e.Labels = maps.Clone(e.Labels)
 	e.Adapters = nil
@@ -222,11 +358,24 @@ func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	case !ok:
 		rec = &podRecord{load: new(Load), metrics: new(atomic.Pointer[endpoint.Metrics])}
 		c.pods[e.Key] = rec
+		c.newSession(rec)
 	case rec.ep.Address != e.Address || rec.ep.Port != e.Port:
 		rec.metrics = new(atomic.Pointer[endpoint.Metrics])
+		rec.loraSeen = nil
+		c.newSession(rec)
+	case rec.ep.Routable() && !e.Routable():
+		c.newSession(rec)
 	}
 	rec.ep = e
 	c.publishPod(e.Key)
+}
+
+// newSession starts a new engine session for rec, forgetting its listing. The caller
+// holds c.mu.
+func (c *Cache) newSession(rec *podRecord) {
+	c.sessions++
+	rec.session = c.sessions
+	rec.listing = nil
 }
 
 // DeletePod removes the pod with key k, if present.
@@ -243,11 +392,22 @@ func (c *Cache) DeletePod(k endpoint.Key) {
 // SetAdapterInstances records that the ModelAdapter adapter, on top of baseModel, is
 // loaded on the pods named in instances (in adapter's namespace), replacing any earlier
 // mapping. The adapter is served, under the name adapter.Name, by those instances that
-// are routable and serve baseModel.
+// are routable and serve baseModel, unless the engine's model listing overrides the
+// record. Each instance record is timestamped when the cache first receives a status naming the
+// pod; a later model listing of the pod overrides it (see Cache).
 func (c *Cache) SetAdapterInstances(adapter endpoint.Key, baseModel string, instances []string) {
-	rec := adapterRecord{baseModel: baseModel, instances: slices.Clone(instances)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := time.Now()
+	old := c.adapters[adapter]
+	rec := adapterRecord{baseModel: baseModel, instances: make(map[string]time.Time, len(instances))}
+	for _, name := range instances {
+		if since, ok := old.instances[name]; ok && old.baseModel == baseModel {
+			rec.instances[name] = since
+		} else {
+			rec.instances[name] = now
+		}
+	}
 	c.adapters[adapter] = rec
 	c.publish()
 }
@@ -274,33 +434,32 @@ func (c *Cache) publishPod(k endpoint.Key) {
 		next.pods[shard] = make(podShardMap)
 	}
 
-	affected := make(map[string]string) // model name -> base model
+	affected := make(map[string]struct{})
 	if old, ok := prev.pod(k); ok && old.IsEngine() && old.Routable() {
-		affected[old.BaseModel] = old.BaseModel
+		affected[old.BaseModel] = struct{}{}
 		for _, a := range old.Adapters {
-			affected[a] = old.BaseModel
+			affected[a] = struct{}{}
 		}
 	}
 	delete(next.pods[shard], k)
 	var p *Pod
 	if rec, ok := c.pods[k]; ok {
 		ep := rec.ep
-		ep.Adapters = c.adaptersOf(k, ep.BaseModel)
-		p = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics}
+		ep.Adapters = c.servedAdapters(k, rec)
+		p = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics, session: rec.session}
 		rec.published = p
 		next.pods[shard][k] = p
 		if p.IsEngine() && p.Routable() {
-			affected[p.BaseModel] = p.BaseModel
+			affected[p.BaseModel] = struct{}{}
 			for _, a := range p.Adapters {
-				affected[a] = p.BaseModel
+				affected[a] = struct{}{}
 			}
 		}
 	}
 
 	nsPods := slices.DeleteFunc(slices.Clone(prev.namespaces[k.Namespace]), func(q *Pod) bool { return q.Key == k })
 	if p != nil {
-		i, _ := slices.BinarySearchFunc(nsPods, k, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
-		nsPods = slices.Insert(nsPods, i, p)
+		nsPods = insertSorted(nsPods, p)
 	}
 	if len(nsPods) == 0 {
 		delete(next.namespaces, k.Namespace)
@@ -309,24 +468,30 @@ func (c *Cache) publishPod(k endpoint.Key) {
 	}
 
 	namesChanged := false
-	for name, base := range affected {
-		var eps []*Pod
-		if m, ok := prev.models[name]; ok {
-			eps = slices.DeleteFunc(slices.Clone(m.endpoints), func(q *Pod) bool { return q.Key == k })
+	for name := range affected {
+		var asBase, asAdapter []*Pod
+		m, existed := prev.models[name]
+		if existed {
+			isK := func(q *Pod) bool { return q.Key == k }
+			asBase = slices.DeleteFunc(slices.Clone(m.asBase), isK)
+			asAdapter = slices.DeleteFunc(slices.Clone(m.asAdapter), isK)
 		}
-		if p != nil && p.IsEngine() && p.Routable() && (p.BaseModel == name || slices.Contains(p.Adapters, name)) {
-			i, _ := slices.BinarySearchFunc(eps, k, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
-			eps = slices.Insert(eps, i, p)
+		if p != nil && p.IsEngine() && p.Routable() {
+			switch {
+			case p.BaseModel == name:
+				asBase = insertSorted(asBase, p)
+			case slices.Contains(p.Adapters, name):
+				asAdapter = insertSorted(asAdapter, p)
+			}
 		}
-		_, existed := prev.models[name]
-		if len(eps) == 0 {
+		if len(asBase)+len(asAdapter) == 0 {
 			delete(next.models, name)
 			delete(c.modelLoads, name)
 			namesChanged = namesChanged || existed
 			continue
 		}
 		namesChanged = namesChanged || !existed
-		next.models[name] = &Model{Name: name, BaseModel: base, endpoints: eps, load: c.modelLoad(name)}
+		next.models[name] = c.newModel(name, asBase, asAdapter)
 	}
 	if namesChanged {
 		next.modelNames = slices.Sorted(maps.Keys(next.models))
@@ -334,15 +499,72 @@ func (c *Cache) publishPod(k endpoint.Key) {
 	c.snap.Store(next)
 }
 
-// adaptersOf returns the sorted names of adapters on top of base whose instances include
-// the pod k. The caller holds c.mu.
-func (c *Cache) adaptersOf(k endpoint.Key, base string) []string {
-	var names []string
+// insertSorted returns pods, sorted by key, with p inserted in order.
+func insertSorted(pods []*Pod, p *Pod) []*Pod {
+	i, _ := slices.BinarySearchFunc(pods, p.Key, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
+	return slices.Insert(pods, i, p)
+}
+
+// newModel returns the model name served by asBase as their base model and by asAdapter
+// as an adapter (both sorted, not both empty), with the counters kept in c.modelLoads. A
+// name some pod serves as its base model is routed to those pods only. The caller holds
+// c.mu.
+func (c *Cache) newModel(name string, asBase, asAdapter []*Pod) *Model {
+	m := &Model{Name: name, BaseModel: name, endpoints: asBase, asBase: asBase, asAdapter: asAdapter, load: c.modelLoad(name)}
+	if len(asBase) == 0 {
+		m.endpoints = asAdapter
+		m.BaseModel = asAdapter[0].BaseModel
+	}
+	return m
+}
+
+// instanceClaim is one ModelAdapter instance record naming a pod.
+type instanceClaim struct {
+	// adapter is the ModelAdapter's name.
+	adapter string
+	// since is when the cache first received a status naming the pod.
+	since time.Time
+}
+
+// servedAdapters returns the sorted adapters pod k, recorded as rec, serves by the join
+// rule documented on Cache. The caller holds c.mu.
+func (c *Cache) servedAdapters(k endpoint.Key, rec *podRecord) []string {
+	base := rec.ep.BaseModel
+	if base == "" {
+		return nil
+	}
+	var claims []instanceClaim
 	for ak, a := range c.adapters {
-		if ak.Namespace == k.Namespace && a.baseModel == base && slices.Contains(a.instances, k.Name) {
-			names = append(names, ak.Name)
+		if ak.Namespace == k.Namespace && a.baseModel == base {
+			if since, ok := a.instances[k.Name]; ok {
+				claims = append(claims, instanceClaim{adapter: ak.Name, since: since})
+			}
 		}
 	}
+	return c.join(k.Namespace, rec, claims)
+}
+
+// join applies the join rule documented on Cache to rec, whose pod is in namespace ns and
+// is named by the ModelAdapter instance records claims (all on its base model), and
+// returns the sorted adapters served. The caller holds c.mu.
+func (c *Cache) join(ns string, rec *podRecord, claims []instanceClaim) []string {
+	base := rec.ep.BaseModel
+	var names []string
+	if rec.listing != nil {
+		names = rec.listing.adapters(base)
+	} else {
+		for _, name := range rec.loraSeen {
+			if a, ok := c.adapters[endpoint.Key{Namespace: ns, Name: name}]; ok && a.baseModel == base {
+				names = append(names, name)
+			}
+		}
+	}
+	for _, cl := range claims {
+		if rec.listing == nil || rec.listing.requestedAt.Before(cl.since) {
+			names = append(names, cl.adapter)
+		}
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return n == base })
 	slices.Sort(names)
 	return slices.Compact(names)
 }
@@ -366,30 +588,39 @@ func compareKeys(a, b endpoint.Key) int {
 // publish builds a whole new snapshot from the writer-owned records and stores it; used
 // when an adapter mapping changes, which can touch many pods. The caller holds c.mu.
 func (c *Cache) publish() {
-	podAdapters := make(map[endpoint.Key][]string)
-	bases := make(map[string]string) // model name -> base model
+	claims := make(map[endpoint.Key][]instanceClaim)
 	for ak, a := range c.adapters {
-		for _, name := range a.instances {
+		for name, since := range a.instances {
 			k := endpoint.Key{Namespace: ak.Namespace, Name: name}
 			if rec, ok := c.pods[k]; ok && rec.ep.BaseModel == a.baseModel {
-				podAdapters[k] = append(podAdapters[k], ak.Name)
-				bases[ak.Name] = a.baseModel
+				claims[k] = append(claims[k], instanceClaim{adapter: ak.Name, since: since})
 			}
 		}
 	}
 
+	type servers struct{ asBase, asAdapter []*Pod }
+	models := make(map[string]*servers)
+	serversOf := func(name string) *servers {
+		s, ok := models[name]
+		if !ok {
+			s = new(servers)
+			models[name] = s
+		}
+		return s
+	}
 	next := &snapshot{models: make(map[string]*Model), namespaces: make(map[string][]*Pod)}
 	for i := range next.pods {
 		next.pods[i] = make(podShardMap, len(c.pods)/podShards)
 	}
 	for k, rec := range c.pods {
-		adapters := podAdapters[k]
-		slices.Sort(adapters)
-		adapters = slices.Compact(adapters)
+		var adapters []string
+		if rec.ep.BaseModel != "" {
+			adapters = c.join(k.Namespace, rec, claims[k])
+		}
 		if rec.published == nil || !slices.Equal(rec.published.Adapters, adapters) {
 			ep := rec.ep
 			ep.Adapters = adapters
-			rec.published = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics}
+			rec.published = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics, session: rec.session}
 		}
 		p := rec.published
 		next.pods[shardOf(k)][k] = p
@@ -397,18 +628,23 @@ func (c *Cache) publish() {
 		if !p.IsEngine() || !p.Routable() {
 			continue
 		}
-		c.addEndpoint(next.models, p.BaseModel, p.BaseModel, p)
+		s := serversOf(p.BaseModel)
+		s.asBase = append(s.asBase, p)
 		for _, a := range p.Adapters {
-			c.addEndpoint(next.models, a, bases[a], p)
+			s := serversOf(a)
+			s.asAdapter = append(s.asAdapter, p)
 		}
 	}
 
+	byKey := func(a, b *Pod) int { return compareKeys(a.Key, b.Key) }
 	for _, pods := range next.namespaces {
-		slices.SortFunc(pods, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
+		slices.SortFunc(pods, byKey)
 	}
-	next.modelNames = make([]string, 0, len(next.models))
-	for name, m := range next.models {
-		slices.SortFunc(m.endpoints, func(a, b *Pod) int { return compareKeys(a.Key, b.Key) })
+	next.modelNames = make([]string, 0, len(models))
+	for name, s := range models {
+		slices.SortFunc(s.asBase, byKey)
+		slices.SortFunc(s.asAdapter, byKey)
+		next.models[name] = c.newModel(name, s.asBase, s.asAdapter)
 		next.modelNames = append(next.modelNames, name)
 	}
 	slices.Sort(next.modelNames)
@@ -417,15 +653,4 @@ func (c *Cache) publish() {
 		return !ok
 	})
 	c.snap.Store(next)
-}
-
-// addEndpoint appends p to the model name in models, creating the model with the
-// counters kept in c.modelLoads. The caller holds c.mu.
-func (c *Cache) addEndpoint(models map[string]*Model, name, base string, p *Pod) {
-	m, ok := models[name]
-	if !ok {
-		m = &Model{Name: name, BaseModel: base, load: c.modelLoad(name)}
-		models[name] = m
-	}
-	m.endpoints = append(m.endpoints, p)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -307,7 +308,30 @@ func TestIncrementalPublishMatchesRebuild(t *testing.T) {
 		i := r.IntN(40)
 		name := "p" + strconv.Itoa(i)
 		model := "m" + strconv.Itoa(r.IntN(4))
-		switch r.IntN(10) {
+		switch r.IntN(13) {
+		case 10: // a listing, some of whose adapters have another parent
+			if p, ok := c.Pod(endpoint.Key{Namespace: "ns", Name: name}); ok {
+				models := []ListedModel{{ID: p.BaseModel}}
+				for range r.IntN(3) {
+					parent := p.BaseModel
+					if r.IntN(3) == 0 {
+						parent = "m" + strconv.Itoa(r.IntN(4))
+					}
+					models = append(models, ListedModel{ID: "lora" + strconv.Itoa(r.IntN(6)), Parent: parent})
+				}
+				if r.IntN(10) == 0 { // an adapter named like a base model
+					models = append(models, ListedModel{ID: "m" + strconv.Itoa(r.IntN(4)), Parent: p.BaseModel})
+				}
+				c.SetModelListing(p, time.Now().Add(time.Duration(r.IntN(3)-1)*time.Millisecond), models)
+			}
+		case 11:
+			if p, ok := c.Pod(endpoint.Key{Namespace: "ns", Name: name}); ok {
+				c.ForgetModelListing(p)
+			}
+		case 12:
+			if p, ok := c.Pod(endpoint.Key{Namespace: "ns", Name: name}); ok {
+				c.SetMetrics(p, endpoint.Metrics{LoRA: endpoint.LoRAState{Running: []string{"lora" + strconv.Itoa(r.IntN(6))}}})
+			}
 		case 0:
 			c.DeletePod(endpoint.Key{Namespace: "ns", Name: name})
 		case 1:

@@ -114,10 +114,10 @@ func metricsServer(t *testing.T, body string) *httptest.Server {
 }
 
 // hangingServer is a /metrics server that never answers: each request blocks until the
-// client gives up or the test ends.
+// client gives up or the test ends. Other paths, such as /v1/models, answer 404 at once.
 type hangingServer struct {
 	*httptest.Server
-	// requests counts the requests received; gaveUp those the client abandoned.
+	// requests counts the /metrics requests received; gaveUp those the client abandoned.
 	requests, gaveUp atomic.Int64
 }
 
@@ -125,7 +125,11 @@ func newHangingServer(t *testing.T) *hangingServer {
 	t.Helper()
 	h := &hangingServer{}
 	release := make(chan struct{})
-	h.Server = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
 		h.requests.Add(1)
 		select {
 		case <-r.Context().Done():
@@ -466,10 +470,11 @@ func TestScraperShutdown(t *testing.T) {
 func TestScrapeOptionsDefaults(t *testing.T) {
 	got := ScrapeOptions{Timeout: -1, MaxConcurrent: 5}.withDefaults()
 	want := ScrapeOptions{
-		Interval:      DefaultScrapeInterval,
-		Timeout:       DefaultScrapeTimeout,
-		MaxConcurrent: 5,
-		MaxBodyBytes:  DefaultScrapeMaxBodyBytes,
+		Interval:              DefaultScrapeInterval,
+		ModelsRefreshInterval: DefaultModelsRefreshInterval,
+		Timeout:               DefaultScrapeTimeout,
+		MaxConcurrent:         5,
+		MaxBodyBytes:          DefaultScrapeMaxBodyBytes,
 	}
 	if got != want {
 		t.Errorf("withDefaults() = %+v, want %+v", got, want)

@@ -111,6 +111,29 @@ func TestStressReadersNeverSeeTornSnapshots(t *testing.T) {
 			c.SetAdapterInstances(a, "m"+strconv.Itoa(r.IntN(stressModels)), instances)
 		}
 	})
+	wg.Go(func() { // engine model listings
+		r := rand.New(rand.NewPCG(10, 11))
+		for !stop.Load() {
+			k := endpoint.Key{Namespace: "ns", Name: "p" + strconv.Itoa(r.IntN(stressPods))}
+			p, ok := c.Pod(k)
+			if !ok {
+				continue
+			}
+			if r.IntN(5) == 0 {
+				c.ForgetModelListing(p)
+				continue
+			}
+			models := []ListedModel{{ID: p.BaseModel}}
+			for range r.IntN(3) {
+				parent := p.BaseModel
+				if r.IntN(4) == 0 { // an adapter of another base, which must be ignored
+					parent = "m" + strconv.Itoa(r.IntN(stressModels))
+				}
+				models = append(models, ListedModel{ID: "lora" + strconv.Itoa(r.IntN(stressAdapters)), Parent: parent})
+			}
+			c.SetModelListing(p, time.Now(), models)
+		}
+	})
 	wg.Go(func() { // metrics scrapes
 		r := rand.New(rand.NewPCG(7, 8))
 		for !stop.Load() {

@@ -52,7 +52,8 @@ type Endpoint struct {
 	Ready bool
 	// Terminating reports whether the pod has a deletion timestamp.
 	Terminating bool
-	// Adapters are the names of LoRA adapters loaded on this pod, sorted.
+	// Adapters are the names of the LoRA adapters the pod serves, sorted: in the cache,
+	// those its engine lists, joined with ModelAdapter placement (see cache.Cache).
 	Adapters []string
 }
 

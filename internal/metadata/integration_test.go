@@ -35,6 +35,9 @@ func TestMetadataServiceOverRealCluster(t *testing.T) {
 
 	engine := enginesim.DefaultConfig()
 	engine.TimeScale = 0.01
+	// The engine serves the adapter the ModelAdapter places on it: the cache routes an
+	// adapter to a pod only while the engine's own model listing agrees.
+	engine.LoRAModules = []enginesim.LoRAModule{{Name: "sql-lora", Path: "/adapters/sql-lora"}}
 	_, engineAddr := testenv.InProcessEngine(t, "127.0.0.2", engine)
 	pod := c.EnginePod(t, ns, "engine-0", engine.Model, engineAddr, map[string]string{"app": "engine"})
 

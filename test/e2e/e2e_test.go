@@ -22,6 +22,11 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("backend weights split traffic 90/10, and weight 0 drains a backend", weightedSplit)
 	})
 
+	Context("OpenAI APIs", func() {
+		It("models, embeddings, responses and a multipart transcription work through the gateway with the OpenAI SDK", openAIAPIs)
+		It("an adapter the engines list serves without a ModelAdapter, and an engine unloading it fails no request", engineListedAdapters)
+	})
+
 	Context("resources", func() {
 		It("a ModelAdapter becomes READY, serves its name as a model and is gone after deletion", adapterLifecycle)
 		It("a route to a missing RoutingPolicy reports ResolvedRefs=False and answers 500", brokenRoute)
