@@ -183,8 +183,8 @@ adapter_ready() {
   local n
   n=$($kubectl get ma "$adapter" -o jsonpath='{.status.readyReplicas}')
   [ "${n:-0}" -ge 1 ] || return 1
-  for e in "${engines[@]}"; do curl -fsS --max-time 2 "http://$e/v1/models" | grep -q "\"$adapter\"" && return 0; done
-  return 1
+  # The gateway routes an adapter to the engines that list it, read every second.
+  curl -fsS --max-time 2 "$gw/v1/models" | grep -q "\"$adapter\""
 }
 
 # ---------------------------------------------------------------------------- cluster objects
@@ -285,7 +285,7 @@ for t in 0 1 2; do
   messages+=",{\"role\":\"assistant\",\"content\":\"$(reply "$state/conversation-turn-$((t + 1)).json")\"}"
 done
 
-wait_until "ModelAdapter $adapter READY >= 1 ($kubectl get ma)" manager adapter_ready
+wait_until "ModelAdapter $adapter READY >= 1 and listed by $gw/v1/models" manager adapter_ready
 chat adapter "{\"model\":\"$adapter\",\"messages\":[{\"role\":\"user\",\"content\":\"List the ten largest orders.\"}],\"max_tokens\":24}"
 call embeddings /v1/embeddings "{\"model\":\"$model\",\"input\":[\"orders by region\",\"orders by week\"]}"
 report[-1]+="  ($(grep -o '"embedding"' "$state/embeddings.json" | wc -l) vectors)"

@@ -262,6 +262,28 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 	})
 
+	t.Run("an unknown path on an inference rule is proxied by its model", func(t *testing.T) {
+		status, hdr, _ := send(t, base, http.MethodPost, "own.example", "/v1/not-an-api", `{"model":"llama-3-8b"}`)
+		if status == 0 || hdr.Get(gateway.HeaderEndpoint) != tenantA+"/llama-0" {
+			t.Errorf("unknown path: %d endpoint %q, want the engine's answer from %s/llama-0", status, hdr.Get(gateway.HeaderEndpoint), tenantA)
+		}
+	})
+
+	t.Run("the models of an inference rule come from the cache", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/models", nil)
+		req.Host = "own.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var list struct{ Data []struct{ ID string } }
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK || len(list.Data) != 1 || list.Data[0].ID != "llama-3-8b" ||
+			resp.Header.Get(gateway.HeaderEndpoint) != "" {
+			t.Errorf("models of own.example = %+v (%v), want only llama-3-8b, answered by the gateway", list, err)
+		}
+	})
+
 	t.Run("a model outside the rule's backends is not served", func(t *testing.T) {
 		if status, hdr := chat("own.example", "secret-model"); status != http.StatusNotFound || hdr.Get(gateway.HeaderEndpoint) != "" {
 			t.Errorf("team-b's model on team-a's route: %d endpoint %q, want 404 and no endpoint", status, hdr.Get(gateway.HeaderEndpoint))
