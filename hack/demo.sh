@@ -288,7 +288,7 @@ done
 wait_until "ModelAdapter $adapter READY >= 1 and listed by $gw/v1/models" manager adapter_ready
 chat adapter "{\"model\":\"$adapter\",\"messages\":[{\"role\":\"user\",\"content\":\"List the ten largest orders.\"}],\"max_tokens\":24}"
 call embeddings /v1/embeddings "{\"model\":\"$model\",\"input\":[\"orders by region\",\"orders by week\"]}"
-report[-1]+="  ($(grep -o '"embedding"' "$state/embeddings.json" | wc -l) vectors)"
+report[-1]+="  ($(grep -o '"index"' "$state/embeddings.json" | wc -l) vectors)"
 call models /v1/models
 report[-1]+="  ($(grep -o '"id": *"[^"]*"' "$state/models.json" | sed 's/"id": *//' | tr -d '"' | paste -sd, -))"
 
