@@ -107,14 +107,51 @@ type SessionAffinityConfig struct {
 
 // RetryConfig says how the gateway retries a request that could not reach an endpoint.
 type RetryConfig struct {
-	// Attempts is the number of further endpoints tried after a connection failure, before any
-	// response byte was sent to the client. A request is never retried once the response has
-	// started. Defaults to 0.
+	// Attempts is the number of further endpoints tried after a connection failure or a 5xx
+	// answer, before any response byte was sent to the client. A request is never retried
+	// once the response has started; the last attempt's 5xx answer is sent to the client as
+	// is. Defaults to 0.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	Attempts *int32 `json:"attempts,omitempty"`
+}
+
+// OutlierDetectionConfig says when the gateway stops sending requests to an endpoint that
+// keeps failing (passive health checking, with Envoy's consecutive-5xx semantics).
+type OutlierDetectionConfig struct {
+	// ConsecutiveFailures is the number of failures in a row after which an endpoint is
+	// ejected. A failure is a 5xx answer that arrives before any response byte was sent to
+	// the client, a failed connection, or a round trip that fails before the response
+	// headers; any other answer resets the count. The count is kept per pod and shared by
+	// every route. Defaults to 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	ConsecutiveFailures *int32 `json:"consecutiveFailures,omitempty"`
+
+	// BaseEjectionTime is how long an endpoint stays ejected the first time. Each further
+	// ejection lasts this long times the number of times the endpoint was ejected, up to
+	// the larger of this and 5m; the count decays by one per BaseEjectionTime the endpoint
+	// stays in. Between 1s and 1h. Defaults to 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="spec.outlierDetection.baseEjectionTime must be between 1s and 1h"
+	BaseEjectionTime *metav1.Duration `json:"baseEjectionTime,omitempty"`
+
+	// MaxEjectionPercent is the largest share, in percent rounded down, of a backend's
+	// candidate endpoints for a request that may be left out for being ejected. When more
+	// are ejected, those whose ejection ends soonest stay in, so 0 disables ejection and a
+	// backend with a single endpoint never loses it. Defaults to 50.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
 }
 
 // RoutingPolicySpec says how the gateway picks an endpoint.
@@ -154,9 +191,14 @@ type RoutingPolicySpec struct {
 	// +optional
 	AllowStrategyOverride *bool `json:"allowStrategyOverride,omitempty"`
 
-	// Retry says how connection failures are retried on other endpoints.
+	// Retry says how connection failures and 5xx answers are retried on other endpoints.
 	// +optional
 	Retry *RetryConfig `json:"retry,omitempty"`
+
+	// OutlierDetection says when an endpoint that keeps failing is ejected from the
+	// candidates for a while. When unset, the defaults of its fields apply.
+	// +optional
+	OutlierDetection *OutlierDetectionConfig `json:"outlierDetection,omitempty"`
 }
 
 // RoutingPolicy condition types.

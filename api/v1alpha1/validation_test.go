@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -118,17 +119,43 @@ var _ = Describe("RoutingPolicy validation", func() {
 		Entry("negative retry attempts are rejected", v1alpha1.RoutingPolicySpec{
 			Strategy: v1alpha1.StrategyRandom, Retry: &v1alpha1.RetryConfig{Attempts: ptr.To[int32](-1)},
 		}, "spec.retry.attempts in body should be greater than or equal to 0"),
+		Entry("outlier detection in range is accepted", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{
+				ConsecutiveFailures: ptr.To[int32](1), BaseEjectionTime: &metav1.Duration{Duration: time.Hour},
+				MaxEjectionPercent: ptr.To[int32](100)},
+		}, ""),
+		Entry("zero consecutive failures are rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{ConsecutiveFailures: ptr.To[int32](0)},
+		}, "spec.outlierDetection.consecutiveFailures in body should be greater than or equal to 1"),
+		Entry("too many consecutive failures are rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{ConsecutiveFailures: ptr.To[int32](1001)},
+		}, "spec.outlierDetection.consecutiveFailures in body should be less than or equal to 1000"),
+		Entry("a base ejection time under a second is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{
+				BaseEjectionTime: &metav1.Duration{Duration: 500 * time.Millisecond}},
+		}, "spec.outlierDetection.baseEjectionTime must be between 1s and 1h"),
+		Entry("a base ejection time over an hour is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{
+				BaseEjectionTime: &metav1.Duration{Duration: 2 * time.Hour}},
+		}, "spec.outlierDetection.baseEjectionTime must be between 1s and 1h"),
+		Entry("a max ejection percent over 100 is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{MaxEjectionPercent: ptr.To[int32](101)},
+		}, "spec.outlierDetection.maxEjectionPercent in body should be less than or equal to 100"),
+		Entry("a negative max ejection percent is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{MaxEjectionPercent: ptr.To[int32](-1)},
+		}, "spec.outlierDetection.maxEjectionPercent in body should be greater than or equal to 0"),
 	)
 
 	It("applies defaults and starts as Accepted=Unknown, reason Pending", func() {
 		rp := &v1alpha1.RoutingPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns},
 			Spec: v1alpha1.RoutingPolicySpec{
-				Strategy:        v1alpha1.StrategyWeighted,
-				Scorers:         []v1alpha1.Scorer{{Name: v1alpha1.StrategyPrefixCache}},
-				PrefixCache:     &v1alpha1.PrefixCacheConfig{},
-				SessionAffinity: &v1alpha1.SessionAffinityConfig{},
-				Retry:           &v1alpha1.RetryConfig{},
+				Strategy:         v1alpha1.StrategyWeighted,
+				Scorers:          []v1alpha1.Scorer{{Name: v1alpha1.StrategyPrefixCache}},
+				PrefixCache:      &v1alpha1.PrefixCacheConfig{},
+				SessionAffinity:  &v1alpha1.SessionAffinityConfig{},
+				Retry:            &v1alpha1.RetryConfig{},
+				OutlierDetection: &v1alpha1.OutlierDetectionConfig{},
 			},
 		}
 		Expect(k8sClient.Create(ctx, rp)).To(Succeed())
@@ -144,6 +171,9 @@ var _ = Describe("RoutingPolicy validation", func() {
 		Expect(got.Spec.SessionAffinity.Header).To(HaveValue(Equal("x-session-id")))
 		Expect(got.Spec.SessionAffinity.TTL).To(HaveValue(Equal(metav1.Duration{Duration: 30 * 60e9})))
 		Expect(got.Spec.Retry.Attempts).To(HaveValue(BeEquivalentTo(0)))
+		Expect(got.Spec.OutlierDetection.ConsecutiveFailures).To(HaveValue(BeEquivalentTo(5)))
+		Expect(got.Spec.OutlierDetection.BaseEjectionTime).To(HaveValue(Equal(metav1.Duration{Duration: 30e9})))
+		Expect(got.Spec.OutlierDetection.MaxEjectionPercent).To(HaveValue(BeEquivalentTo(50)))
 		Expect(got.Status.Conditions).To(ConsistOf(SatisfyAll(
 			HaveField("Type", v1alpha1.RoutingPolicyConditionAccepted),
 			HaveField("Status", metav1.ConditionUnknown),

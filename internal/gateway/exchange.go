@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/openai"
+	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -30,8 +31,11 @@ type exchange struct {
 	matched routetable.Matched
 	start   time.Time
 	o       *outcome
-	// retries is how many further endpoints may be tried after connection failures.
+	// retries is how many further endpoints may be tried after connection failures and
+	// 5xx answers.
 	retries int
+	// outlier is the outlier detection in force: the policy's, or the defaults.
+	outlier outlier.Config
 
 	// Set for inference rules: the parsed request, its model and the policy's router.
 	req      openai.Request
@@ -92,30 +96,47 @@ func (x *exchange) servePlain() {
 }
 
 // proxy picks a backend by weight and an endpoint of it, sends the request and relays
-// the response, trying other endpoints after connection failures.
+// the response, trying other endpoints, up to x.retries more, after connection failures
+// and answers that nothing was sent of yet and another endpoint may serve: a 5xx, or the
+// engine's 404 for a model it no longer serves. Every round trip's outcome feeds the
+// gateway's outlier detection, and ejected endpoints are left out of the candidates.
+// When no other endpoint can be tried, the last 5xx answer is relayed as is.
 func (x *exchange) proxy() {
 	rule := x.matched.Rule
 	backends := newBackendChoice(rule, x.g.opts.Random)
 	var exclude map[*cache.Pod]bool
 	var lastFailure *Error // why the last endpoint tried did not serve, if any
+	var kept *answer       // the last endpoint's 5xx answer, relayed if no other serves
+	defer func() { kept.discard() }()
 	mirrored := false
 	for attempt := 0; ; {
 		b, err := backends.next()
 		if err != nil {
+			if kept != nil {
+				x.relayAnswer(kept)
+				return
+			}
 			x.o.fail(x.w, x.r, x.noBackendLeft(err, lastFailure))
 			return
 		}
 		backend := rule.Backends[b]
 		svc, cands := x.g.candidates(backend, x.model, exclude)
+		cands = x.g.outliers.Filter(cands, x.outlier)
 		if len(cands) == 0 {
 			backends.skip(b) // its share goes to the backends that can serve
 			continue
 		}
 		target, err := x.route(cands)
 		if err != nil {
+			if kept != nil && x.r.Context().Err() == nil {
+				x.relayAnswer(kept)
+				return
+			}
 			x.o.fail(x.w, x.r, err)
 			return
 		}
+		kept.discard()
+		kept = nil
 		x.o.endpoint = target.Pod.Key.String()
 		if attempt == 0 {
 			x.g.metrics.overhead.Observe(since(x.start))
@@ -126,22 +147,26 @@ func (x *exchange) proxy() {
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
 		resp, err := x.send(target.Pod, port)
+		x.observe(target.Pod, resp, err)
 		retry := attempt < x.retries && x.r.Context().Err() == nil
-		if err == nil && !(retry && x.lacksModel(resp)) {
-			x.o.status = resp.StatusCode
-			x.relay(target, resp)
+		if err == nil && !(retry && x.retryableAnswer(resp)) {
+			x.relayAnswer(&answer{target, resp})
 			return
 		}
-		target.Release(0)
-		if err == nil {
-			_ = resp.Body.Close() // the engine no longer serves the model: try another
-			lastFailure = errModelNotFound(x.req.Model)
-		} else {
+		switch {
+		case err != nil:
+			target.Release(0)
 			lastFailure = upstreamError(target.Pod, err)
 			if !x.retryable(err) || !retry {
 				x.o.fail(x.w, x.r, lastFailure)
 				return
 			}
+		case resp.StatusCode >= http.StatusInternalServerError:
+			kept = &answer{target, resp} // relayed if no other endpoint serves
+		default:
+			target.Release(0)
+			_ = resp.Body.Close() // the engine no longer serves the model: try another
+			lastFailure = errModelNotFound(x.req.Model)
 		}
 		attempt++
 		if exclude == nil {
@@ -150,6 +175,54 @@ func (x *exchange) proxy() {
 		exclude[target.Pod] = true
 		backends.reset() // the backend may have other endpoints left
 	}
+}
+
+// answer is an endpoint's response whose headers arrived, with its reservation.
+type answer struct {
+	target *routing.Target
+	resp   *http.Response
+}
+
+// discard closes an answer that is not relayed and releases its reservation.
+func (a *answer) discard() {
+	if a == nil || a.resp == nil {
+		return
+	}
+	_ = a.resp.Body.Close()
+	a.target.Release(0)
+	a.resp = nil
+}
+
+// relayAnswer relays a to the client and records its endpoint and status.
+func (x *exchange) relayAnswer(a *answer) {
+	x.o.endpoint = a.target.Pod.Key.String()
+	x.o.status = a.resp.StatusCode
+	resp := a.resp
+	a.resp = nil // relay releases it
+	x.relay(a.target, resp)
+}
+
+// observe reports a round trip's outcome to the outlier detection: a failed round trip
+// or a 5xx answer is a failure of pod, any other answer a success. A round trip the
+// client abandoned says nothing about the pod.
+func (x *exchange) observe(pod *cache.Pod, resp *http.Response, err error) {
+	switch {
+	case err != nil && x.r.Context().Err() != nil:
+	case err != nil || resp.StatusCode >= http.StatusInternalServerError:
+		x.g.outliers.Failure(&pod.Endpoint, x.outlier)
+	default:
+		x.g.outliers.Success(&pod.Endpoint)
+	}
+}
+
+// retryableAnswer reports whether resp, of which nothing was sent to the client yet, may
+// be given up for another endpoint: a 5xx, when a streamed body is still unread, or the
+// engine's 404 for a model it does not serve.
+func (x *exchange) retryableAnswer(resp *http.Response) bool {
+	if resp.StatusCode >= http.StatusInternalServerError {
+		return x.stream == nil || !x.stream.started()
+	}
+	return x.lacksModel(resp)
 }
 
 // noBackendLeft is the client's error when no backend has a candidate left: why the

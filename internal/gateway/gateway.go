@@ -14,7 +14,9 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
@@ -74,8 +76,9 @@ func (o Options) withDefaults() Options {
 //
 // Synchronisation model: the request path reads the cache view (lock-free snapshots),
 // the compiled route table (an atomic.Pointer, rebuilt by whichever request first sees
-// the stores it is built from change, under buildMu) and the routers (a sync.Map keyed by
-// policy generation and strategy, built once per key).
+// the stores it is built from change, under buildMu), the routers (a sync.Map keyed by
+// policy generation and strategy, built once per key) and the outlier detector (atomics
+// per pod).
 type Gateway struct {
 	view      *cache.Gateway
 	opts      Options
@@ -88,6 +91,9 @@ type Gateway struct {
 	// created is the created field of the model objects the gateway lists: the cache
 	// does not record when a model appeared.
 	created int64
+
+	// outliers is the passive health of the endpoints, per pod, shared by every route.
+	outliers *outlier.Detector
 
 	metrics *metrics
 	log     logr.Logger
@@ -121,6 +127,8 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 			DisableCompression:    true,
 		},
 	}
+	g.outliers = outlier.New(nil, outlierEvents{g})
+	g.metrics.ejected = g.outliers.EjectedCount
 	g.registry = strategies.NewRegistry(strategies.Deps{
 		Reserver:           view.Tracker,
 		Queuer:             view.Tracker,
@@ -136,6 +144,23 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter()})
 	return g
 }
+
+// outlierEvents logs the outlier detector's ejections and returns and counts ejections.
+type outlierEvents struct{ g *Gateway }
+
+func (e outlierEvents) Ejected(ep endpoint.Key, address string, d time.Duration, ejections int) {
+	e.g.metrics.ejections.WithLabelValues(ep.Namespace).Inc()
+	e.g.log.Info("Endpoint ejected after consecutive failures", "endpoint", ep.String(), "address", address,
+		"duration", d, "ejections", ejections)
+}
+
+func (e outlierEvents) Returned(ep endpoint.Key, address string) {
+	e.g.log.Info("Ejected endpoint returns", "endpoint", ep.String(), "address", address)
+}
+
+// EndpointEjected reports whether the gateway's outlier detection has ejected ep (at its
+// current address) now.
+func (g *Gateway) EndpointEjected(ep *endpoint.Endpoint) bool { return g.outliers.Ejected(ep) }
 
 // Close releases the gateway's idle upstream connections.
 func (g *Gateway) Close() { g.transport.CloseIdleConnections() }

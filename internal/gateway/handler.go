@@ -11,11 +11,13 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/openai"
+	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
 // DefaultRetryAttempts is the number of further endpoints tried after a connection
-// failure when the rule's policy does not say (no policy, or no spec.retry).
+// failure or a 5xx answer when the rule's policy does not say (no policy, or no
+// spec.retry).
 const DefaultRetryAttempts = 2
 
 // outcome is what the request log and metrics record of one request.
@@ -72,7 +74,8 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		o.status = status
 		return
 	}
-	x := &exchange{g: g, w: w, r: r, matched: m, start: start, o: o, retries: DefaultRetryAttempts}
+	x := &exchange{g: g, w: w, r: r, matched: m, start: start, o: o, retries: DefaultRetryAttempts,
+		outlier: outlier.DefaultConfig()}
 	if rule.Policy == nil {
 		x.servePlain()
 		return
@@ -86,6 +89,7 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		return
 	}
 	x.retries = retryAttempts(policy)
+	x.outlier = outlierConfig(policy)
 	x.serveInference(policy)
 }
 
@@ -118,6 +122,26 @@ func retryAttempts(policy *v1alpha1.RoutingPolicy) int {
 		return DefaultRetryAttempts
 	}
 	return int(*policy.Spec.Retry.Attempts)
+}
+
+// outlierConfig returns the outlier detection of policy: its spec.outlierDetection, with
+// defaults for what it leaves unset.
+func outlierConfig(policy *v1alpha1.RoutingPolicy) outlier.Config {
+	cfg := outlier.DefaultConfig()
+	od := policy.Spec.OutlierDetection
+	if od == nil {
+		return cfg
+	}
+	if od.ConsecutiveFailures != nil {
+		cfg.ConsecutiveFailures = int(*od.ConsecutiveFailures)
+	}
+	if od.BaseEjectionTime != nil {
+		cfg.BaseEjectionTime = od.BaseEjectionTime.Duration
+	}
+	if od.MaxEjectionPercent != nil {
+		cfg.MaxEjectionPercent = int(*od.MaxEjectionPercent)
+	}
+	return cfg
 }
 
 // clientClosedRequest is the status recorded, never sent, for a client that went away.

@@ -18,6 +18,10 @@ type metrics struct {
 	// bindFailures counts listener addresses that could not be bound.
 	bindFailures prometheus.Counter
 	load         loadCollector
+	// ejections counts outlier ejections by the endpoint's namespace.
+	ejections *prometheus.CounterVec
+	// ejected returns the number of endpoints ejected now; set by New.
+	ejected func() int
 }
 
 func newMetrics(view *cache.Gateway) *metrics {
@@ -46,12 +50,21 @@ func newMetrics(view *cache.Gateway) *metrics {
 			Help: "Attempts to listen on a Gateway's address and port that failed; each is retried.",
 		}),
 		load: loadCollector{view: view},
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_gateway_ejections_total",
+			Help: "Endpoints ejected by outlier detection after consecutive failures, by the endpoint's namespace.",
+		}, []string{"namespace"}),
 	}
 }
 
 // Register registers the gateway's metrics with r.
 func (g *Gateway) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix, g.metrics.bindFailures, g.metrics.load} {
+	ejected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_gateway_ejected_endpoints",
+		Help: "Endpoints currently ejected by outlier detection.",
+	}, func() float64 { return float64(g.metrics.ejected()) })
+	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix,
+		g.metrics.bindFailures, g.metrics.load, g.metrics.ejections, ejected} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

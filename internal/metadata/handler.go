@@ -40,7 +40,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-
 // allowedMethods is the Allow header of a 405 answer: every route is read-only.
 const allowedMethods = "GET, HEAD"
 

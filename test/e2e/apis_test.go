@@ -94,7 +94,7 @@ func openAIAPIs() {
 	}, option.WithResponseInto(&resp))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(tr.Text).To(ContainSubstring("65536 bytes"))
-	Expect(servedBy(&resp)).To(HavePrefix(ns + "/llama-"), "a multipart upload is routed by its model field")
+	Expect(servedBy(&resp)).To(HavePrefix(ns+"/llama-"), "a multipart upload is routed by its model field")
 }
 
 // engineListedAdapters: two engines started with an adapter that no ModelAdapter names
