@@ -36,7 +36,7 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 6*time.Second, "Arrival window of one load point.")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "Seed of the arrivals and the prompts.")
 	flag.StringVar(&strategies, "strategies", "", "Comma-separated subset of strategies (default: all).")
-	flag.StringVar(&workloads, "workloads", "", "Comma-separated subset of workloads: shared-prefix, no-sharing, hot-prefix (default: all).")
+	flag.StringVar(&workloads, "workloads", "", "Comma-separated subset of workloads: "+strings.Join(bench.WorkloadNames(), ", ")+" (default: all).")
 	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver.")
 	flag.IntVar(&cfg.EtcdPort, "etcd-port", 12379, "Client port of the private etcd (the peer port is the next one).")
 	flag.BoolVar(&cfg.SkipGoBench, "skip-go-bench", false, "Skip the gateway-overhead and concurrency go test benchmarks.")

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,12 +152,50 @@ func TestWorkloadsAreDeterministicAndSalted(t *testing.T) {
 	}
 }
 
+func TestWorkloadList(t *testing.T) {
+	want := []string{"shared-prefix", "no-sharing", "hot-prefix", "fast-fail"}
+	if got := WorkloadNames(); !slices.Equal(got, want) {
+		t.Fatalf("WorkloadNames() = %v, want %v", got, want)
+	}
+	for _, w := range Workloads() {
+		wantFailing := 0
+		if w.Name == "fast-fail" {
+			wantFailing = 1
+		}
+		if w.FailingEngines != wantFailing {
+			t.Errorf("%s: FailingEngines = %d, want %d", w.Name, w.FailingEngines, wantFailing)
+		}
+		if w.Title == "" || w.Description == "" || w.Generate == nil {
+			t.Errorf("%s: incomplete workload %+v", w.Name, w)
+		}
+	}
+	// fast-fail sends the no-sharing traffic.
+	ws := Workloads()
+	a := ws[1].Generate(rand.New(rand.NewPCG(1, 2)), 20, "s")
+	b := ws[3].Generate(rand.New(rand.NewPCG(1, 2)), 20, "s")
+	for i := range a {
+		if a[i].Messages[0].Content != b[i].Messages[0].Content {
+			t.Fatalf("fast-fail request %d differs from no-sharing", i)
+		}
+	}
+}
+
+func TestFailedShare(t *testing.T) {
+	if got := (PointResult{Sent: 8, Failed: 2}).FailedShare(); got != 0.25 {
+		t.Errorf("FailedShare = %v, want 0.25", got)
+	}
+	if got := (PointResult{}).FailedShare(); got != 0 {
+		t.Errorf("nothing sent: FailedShare = %v, want 0", got)
+	}
+}
+
 func TestWriteReport(t *testing.T) {
 	res := &Results{
 		Machine:    Machine{CPUs: 2, CPUModel: "Test CPU", GoVersion: "go1.x", OS: "linux/amd64", Date: "2026-01-01T00:00:00Z"},
 		Settings:   Settings{Engines: 8, Rates: []float64{10, 30}, Duration: 6, TimeScale: 1, Policies: map[string]string{"random": "random", "prefix-cache": "prefix-cache"}},
 		Strategies: []string{"random", "prefix-cache"},
-		Workloads:  []WorkloadInfo{{Name: "shared-prefix", Title: "(a) Shared", Description: "d"}, {Name: "hot-prefix", Title: "(c) Hot", Description: "d"}},
+		Workloads: []WorkloadInfo{{Name: "shared-prefix", Title: "(a) Shared", Description: "d"}, {Name: "hot-prefix", Title: "(c) Hot", Description: "d"},
+			{Name: "fast-fail", Title: "(d) Fast-failing engine", Description: "d", FailingEngines: 1}},
 	}
 	for _, w := range []string{"shared-prefix", "hot-prefix"} {
 		for i, s := range res.Strategies {
@@ -165,6 +204,13 @@ func TestWriteReport(t *testing.T) {
 					TTFT: Summary{Count: 10, Mean: r * float64(2-i), P99: 2 * r}, PrefixQueries: 100, PrefixHits: float64(40 * (i + 1)),
 					HitRate: 0.4 * float64(i+1), Spread: NewSpread([]float64{5, 5})})
 			}
+		}
+	}
+	for i, s := range res.Strategies {
+		for _, r := range res.Settings.Rates {
+			failed := int(r/10) + i // random: 1 and 3 of 20; prefix-cache: 2 and 4
+			res.Points = append(res.Points, PointResult{Workload: "fast-fail", Strategy: s, Rate: r, Sent: 20, Completed: 20 - failed, Failed: failed,
+				TTFT: Summary{Count: 20 - failed, Mean: r, P99: 2 * r}, Spread: NewSpread([]float64{5, 5})})
 		}
 	}
 	res.GatewayOverhead = []GoBenchmark{
@@ -194,7 +240,11 @@ func TestWriteReport(t *testing.T) {
 		"![(a) Shared: mean TTFT vs request rate](ttft-mean-shared-prefix.png)",
 		"(hit-rate.png)", "| prefix-cache | 80.0% | 80.0% |",
 		"| short | false | 0.30 ms | 2.00 ms | 100 | 0.70 ms | 4.00 ms | 80 | +0.40 ms | +2.00 ms |",
-		"| snapshot | 100 | 50 | 0 |", "**6.0× faster**", "| random/endpoints=1000 | 400 | 200 | 2.00× |",
+		"| snapshot | 100 | 50 | 0 |",
+		"| strategy | rate | **failed %** | failed/sent | TTFT mean |",
+		"| random | 10 | **5.0%** | 1/20 | 10 |", "| prefix-cache | 30 | **20.0%** | 4/20 | 30 |",
+		"- (d) Fast-failing engine at 10 req/s, engine 0 failing every request: failed share random **5.0%** (1/20), prefix-cache **10.0%** (2/20).",
+		"- (d) Fast-failing engine at 30 req/s, engine 0 failing every request: failed share random **15.0%** (3/20), prefix-cache **20.0%** (4/20).", "**6.0× faster**", "| random/endpoints=1000 | 400 | 200 | 2.00× |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("benchmarks.md lacks %q", want)

@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +24,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
 
@@ -173,6 +176,59 @@ func (f *fleet) restartEngines(ctx context.Context) error {
 		return err
 	}
 	return f.waitRoutable(ctx)
+}
+
+// withFailingEngines makes the first n engines answer every inference request with an
+// error at once, runs fn and clears the engines' faults again, also when fn fails or ctx is
+// cancelled. With n zero it only runs fn.
+func (f *fleet) withFailingEngines(ctx context.Context, n int, fn func() error) (err error) {
+	if n == 0 {
+		return fn()
+	}
+	if n < 0 || n >= len(f.engines) {
+		return fmt.Errorf("%d failing engines: want between 0 and %d", n, len(f.engines)-1)
+	}
+	failing := f.engines[:n]
+	defer func() {
+		// The run may have been cancelled: restore with a context of its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		for _, e := range failing {
+			if rerr := f.setFaults(rctx, e, enginesim.Faults{}); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("restore engine %s: %w", e, rerr))
+			}
+		}
+	}()
+	for _, e := range failing {
+		f.logf("engine %s answers every request with an error (fail_fraction 1)", e)
+		if err := f.setFaults(ctx, e, enginesim.Faults{FailFraction: 1}); err != nil {
+			return fmt.Errorf("fail engine %s: %w", e, err)
+		}
+	}
+	return fn()
+}
+
+// setFaults replaces the injected faults of the engine at addr through its /admin/faults.
+func (f *fleet) setFaults(ctx context.Context, addr string, faults enginesim.Faults) error {
+	body, err := json.Marshal(faults)
+	if err != nil {
+		return fmt.Errorf("encode faults: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/admin/faults", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("content-type", "application/json")
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("post /admin/faults: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("post /admin/faults: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return nil
 }
 
 // waitRoutable sends small probes on the round-robin route until every engine has answered

@@ -46,6 +46,14 @@ type PointResult struct {
 	Spread Spread `json:"load_spread"`
 }
 
+// FailedShare is the fraction of sent requests that failed, 0 when none was sent.
+func (p PointResult) FailedShare() float64 {
+	if p.Sent == 0 {
+		return 0
+	}
+	return float64(p.Failed) / float64(p.Sent)
+}
+
 // outcome is what one request measured.
 type outcome struct {
 	ttft, e2e time.Duration

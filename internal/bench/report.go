@@ -54,15 +54,27 @@ func RenderMarkdown(res *Results, plots plotSet) string {
 	w("spread = coefficient of variation of completed requests per engine (`vllm:request_success_total`; 0 = even) and the busiest engine's share over an even share.\n\n")
 	for _, wl := range res.Workloads {
 		w("### %s\n\n%s\n\n", wl.Title, wl.Description)
-		w("| strategy | rate | done/sent | TTFT mean | p50 | p90 | p99 | E2E mean | E2E p99 | req/s | tok/s | hit | spread CV | max/mean |\n")
-		w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		// A workload with failing engines is about the failures: their share comes first.
+		faulty := wl.FailingEngines > 0
+		if faulty {
+			w("| strategy | rate | **failed %%** | failed/sent | TTFT mean | p50 | p90 | p99 | E2E mean | E2E p99 | req/s | tok/s | hit | spread CV | max/mean |\n")
+			w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		} else {
+			w("| strategy | rate | done/sent | TTFT mean | p50 | p90 | p99 | E2E mean | E2E p99 | req/s | tok/s | hit | spread CV | max/mean |\n")
+			w("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		}
 		for _, st := range res.Strategies {
 			for _, p := range res.Points {
 				if p.Workload != wl.Name || p.Strategy != st {
 					continue
 				}
-				w("| %s | %g | %d/%d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.0f | %.1f%% | %.2f | %.2f |\n",
-					st, p.Rate, p.Completed, p.Sent, p.TTFT.Mean, p.TTFT.P50, p.TTFT.P90, p.TTFT.P99,
+				if faulty {
+					w("| %s | %g | **%.1f%%** | %d/%d |", st, p.Rate, 100*p.FailedShare(), p.Failed, p.Sent)
+				} else {
+					w("| %s | %g | %d/%d |", st, p.Rate, p.Completed, p.Sent)
+				}
+				w(" %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.0f | %.1f%% | %.2f | %.2f |\n",
+					p.TTFT.Mean, p.TTFT.P50, p.TTFT.P90, p.TTFT.P99,
 					p.E2E.Mean, p.E2E.P99, p.Throughput, p.TokenThroughput, 100*p.HitRate, p.Spread.CV, p.Spread.MaxOverMean)
 			}
 		}
@@ -130,6 +142,23 @@ func renderHeadline(w writef, res *Results) {
 				r, pc.TTFT.P99, lr.TTFT.P99, pc.Spread.CV, lr.Spread.CV))
 		}
 	}
+	for _, wl := range res.Workloads {
+		if wl.FailingEngines == 0 {
+			continue
+		}
+		for _, r := range res.Settings.Rates {
+			var shares []string
+			for _, st := range res.Strategies {
+				if p, ok := find(wl.Name, st, r); ok {
+					shares = append(shares, fmt.Sprintf("%s **%.1f%%** (%d/%d)", st, 100*p.FailedShare(), p.Failed, p.Sent))
+				}
+			}
+			if len(shares) > 0 {
+				lines = append(lines, fmt.Sprintf("- %s at %g req/s, %s failing every request: failed share %s.",
+					wl.Title, r, failingEnginesText(wl.FailingEngines), strings.Join(shares, ", ")))
+			}
+		}
+	}
 	for _, c := range gatewayCases(res.GatewayOverhead) {
 		if c.prompt == "short" {
 			lines = append(lines, fmt.Sprintf("- Gateway overhead, short prompt, stream=%s: %+.2f ms at p50, %+.2f ms at p99 over the engine directly.",
@@ -140,6 +169,14 @@ func renderHeadline(w writef, res *Results) {
 		return
 	}
 	w("## Headline\n\n%s\n\n", strings.Join(lines, "\n"))
+}
+
+// failingEnginesText names the first n engines: "engine 0", "engines 0-2".
+func failingEnginesText(n int) string {
+	if n == 1 {
+		return "engine 0"
+	}
+	return fmt.Sprintf("engines 0-%d", n-1)
 }
 
 func ratio(a, b float64) string {

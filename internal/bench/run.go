@@ -80,6 +80,8 @@ type WorkloadInfo struct {
 	Name        string `json:"name"`
 	Title       string `json:"title"`
 	Description string `json:"description"`
+	// FailingEngines is [Workload.FailingEngines].
+	FailingEngines int `json:"failing_engines,omitempty"`
 }
 
 // Results is everything one run measured; benchmarks.json holds it.
@@ -120,7 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	for _, w := range Workloads() {
 		if len(cfg.Workloads) == 0 || slices.Contains(cfg.Workloads, w.Name) {
 			workloads = append(workloads, w)
-			res.Workloads = append(res.Workloads, WorkloadInfo{w.Name, w.Title, w.Description})
+			res.Workloads = append(res.Workloads, WorkloadInfo{w.Name, w.Title, w.Description, w.FailingEngines})
 		}
 	}
 
@@ -171,16 +173,22 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 			if err := f.restartEngines(ctx); err != nil {
 				return err
 			}
-			for ri, rate := range cfg.Rates {
-				n++
-				seed := cfg.Seed*1000 + uint64(wi*100+ri)
-				p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed)
-				if err != nil {
-					return fmt.Errorf("%s/%s at %g req/s: %w", w.Name, strategy, rate, err)
+			err := f.withFailingEngines(ctx, w.FailingEngines, func() error {
+				for ri, rate := range cfg.Rates {
+					n++
+					seed := cfg.Seed*1000 + uint64(wi*100+ri)
+					p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed)
+					if err != nil {
+						return fmt.Errorf("%s/%s at %g req/s: %w", w.Name, strategy, rate, err)
+					}
+					res.Points = append(res.Points, p)
+					cfg.logf("[%d/%d] %-13s %-14s %5.1f req/s: ttft mean %7.1f ms p99 %7.1f ms, e2e mean %7.1f ms, %5.1f req/s done, hit %5.1f%%, spread cv %.2f, failed %d (%.1f%%)",
+						n, total, w.Name, strategy, rate, p.TTFT.Mean, p.TTFT.P99, p.E2E.Mean, p.Throughput, 100*p.HitRate, p.Spread.CV, p.Failed, 100*p.FailedShare())
 				}
-				res.Points = append(res.Points, p)
-				cfg.logf("[%d/%d] %-13s %-14s %5.1f req/s: ttft mean %7.1f ms p99 %7.1f ms, e2e mean %7.1f ms, %5.1f req/s done, hit %5.1f%%, spread cv %.2f, failed %d",
-					n, total, w.Name, strategy, rate, p.TTFT.Mean, p.TTFT.P99, p.E2E.Mean, p.Throughput, 100*p.HitRate, p.Spread.CV, p.Failed)
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 	}

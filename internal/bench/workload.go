@@ -29,6 +29,10 @@ type Workload struct {
 	// Generate returns n requests drawn with rng. Every prompt starts with salt, so that
 	// two load points never share cached prefixes.
 	Generate func(rng *rand.Rand, n int, salt string) []Request
+	// FailingEngines is how many engines, from engine 0 on, answer every inference request
+	// with an error at once during the workload's points (engine-sim /admin/faults,
+	// fail_fraction 1). Zero means none.
+	FailingEngines int
 }
 
 // Workload shapes, in approximate tokens (4 characters each, as the engines count them).
@@ -44,7 +48,7 @@ const (
 	hotShare           = 0.75
 )
 
-// Workloads returns the three workloads of the benchmark.
+// Workloads returns the workloads of the benchmark.
 func Workloads() []Workload {
 	return []Workload{
 		{
@@ -71,7 +75,27 @@ func Workloads() []Workload {
 				hotShare*100, hotPromptTokens, randomPromptMin, randomPromptMax, outputTokens),
 			Generate: hotPrefix,
 		},
+		{
+			Name:  "fast-fail",
+			Title: "(d) Fast-failing engine",
+			Description: fmt.Sprintf("The no-sharing traffic (unique random prompts of %d-%d tokens; %d output tokens) while engine 0 "+
+				"answers every request with an HTTP 500 at once (engine-sim `/admin/faults`, `fail_fraction` 1; set after the engines "+
+				"restart for each strategy, cleared after its points). failed %% is the share of sent requests the client saw fail; the gateway "+
+				"retries a 5xx answer on another endpoint, so this is what clients see (engine 0's own count is in benchmarks.json, `load_spread.per_engine`).",
+				randomPromptMin, randomPromptMax, outputTokens),
+			Generate:       noSharing,
+			FailingEngines: 1,
+		},
 	}
+}
+
+// WorkloadNames returns the names of [Workloads], in order.
+func WorkloadNames() []string {
+	var names []string
+	for _, w := range Workloads() {
+		names = append(names, w.Name)
+	}
+	return names
 }
 
 func sharedPrefix(rng *rand.Rand, n int, salt string) []Request {
