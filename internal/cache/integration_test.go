@@ -208,16 +208,13 @@ func TestInformersFeedCache(t *testing.T) {
 		}
 
 		post("/v1/unload_lora_adapter", `{"lora_name":"engine-lora"}`)
-		unloaded := time.Now()
 		waitUntil(t, "the unloaded adapter leaves the pod", func() bool {
 			p, _ := gw.Pod(endpoint.Key{Namespace: ns, Name: "listed"})
 			_, ok := gw.Model("engine-lora")
 			return !ok && len(p.Adapters) == 0
 		})
-		// One refresh interval, plus a scrape round's rounding and the request itself.
-		if elapsed := time.Since(unloaded); elapsed > modelsRefresh+100*time.Millisecond {
-			t.Errorf("engine-lora was still served %v after it was unloaded, want within %v", elapsed, modelsRefresh)
-		}
+		// That it leaves within one listing, counted in listings rather than time, is
+		// TestScraperListsModels's assertion.
 		if st := gw.ScrapeStats(); st.ListingsSucceeded == 0 || st.ListingsUnauthorized != 0 {
 			t.Errorf("ScrapeStats() = %+v, want listings and none refused", st)
 		}

@@ -182,17 +182,7 @@ func TestJoinRules(t *testing.T) {
 			for _, o := range tt.ops {
 				o(c)
 			}
-			var wantModels []string
-			for m, pods := range tt.want {
-				wantModels = append(wantModels, m)
-				if got := podNames(c.Reader, m); !slices.Equal(got, pods) {
-					t.Errorf("ListEndpoints(%q) = %v, want %v", m, got, pods)
-				}
-			}
-			slices.Sort(wantModels)
-			if got := c.Models(); !slices.Equal(got, wantModels) {
-				t.Errorf("Models() = %v, want %v", got, wantModels)
-			}
+			checkModels(t, c, tt.want)
 			for m, base := range tt.wantBase {
 				if got, ok := c.Model(m); !ok || got.BaseModel != base {
 					t.Errorf("Model(%q).BaseModel = %q, want %q", m, got.BaseModel, base)

@@ -2,23 +2,15 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/engineclient"
 )
 
 // ListedModel is one entry of an engine's GET /v1/models listing (vLLM's model card).
-type ListedModel struct {
-	// ID is the model name requests use.
-	ID string `json:"id"`
-	// Parent is the base model of an adapter; empty (null) for a base model.
-	Parent string `json:"parent"`
-	// Root is the model's origin: the weights of a base model, the path of an adapter.
-	Root string `json:"root"`
-}
+type ListedModel = engineclient.Model
 
 // modelListing is one successful listing of an engine. It is never modified once
 // recorded.
@@ -54,26 +46,11 @@ func (l *modelListing) adapters(base string) []string {
 // errUnauthorized fails a listing the engine refuses without credentials.
 var errUnauthorized = errors.New("engine requires credentials")
 
-// listModels fetches and decodes the GET /v1/models listing of p's engine.
+// listModels fetches the GET /v1/models listing of p's engine.
 func (s *Scraper) listModels(ctx context.Context, p *Pod) ([]ListedModel, error) {
-	var list struct {
-		Data *[]ListedModel `json:"data"`
+	models, err := s.engines.ModelCards(ctx, "http://"+metricsTarget(p), "")
+	if errors.Is(err, engineclient.ErrUnauthorized) {
+		return nil, fmt.Errorf("list models: %w (%v)", errUnauthorized, err)
 	}
-	err := s.fetch(ctx, p, "/v1/models", "application/json", func(body io.Reader) error {
-		if err := json.NewDecoder(body).Decode(&list); err != nil {
-			return err
-		}
-		if list.Data == nil {
-			return errors.New(`no "data" list`)
-		}
-		return nil
-	})
-	var st *statusError
-	if errors.As(err, &st) && (st.code == http.StatusUnauthorized || st.code == http.StatusForbidden) {
-		return nil, fmt.Errorf("list models: %w (%s)", errUnauthorized, st.status)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list models: %w", err)
-	}
-	return *list.Data, nil
+	return models, err
 }

@@ -71,6 +71,10 @@ func (m *Model) IsAdapter() bool { return m.Name != m.BaseModel }
 // Endpoints returns a fresh slice of the routable pods serving the model, sorted by key.
 func (m *Model) Endpoints() []*Pod { return slices.Clone(m.endpoints) }
 
+// Pods is Endpoints without the copy, for the request path: the slice is shared with
+// every reader and MUST NOT be modified.
+func (m *Model) Pods() []*Pod { return m.endpoints }
+
 // Load returns the model's request counters.
 func (m *Model) Load() *Load { return m.load }
 

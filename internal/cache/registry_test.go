@@ -163,17 +163,7 @@ func TestRegistryChanges(t *testing.T) {
 			for _, o := range tt.ops {
 				o(c)
 			}
-			var wantModels []string
-			for m, pods := range tt.want {
-				wantModels = append(wantModels, m)
-				if got := podNames(c.Reader, m); !slices.Equal(got, pods) {
-					t.Errorf("ListEndpoints(%q) = %v, want %v", m, got, pods)
-				}
-			}
-			slices.Sort(wantModels)
-			if got := c.Models(); !slices.Equal(got, wantModels) && len(got)+len(wantModels) > 0 {
-				t.Errorf("Models() = %v, want %v", got, wantModels)
-			}
+			checkModels(t, c, tt.want)
 			var gotPods []string
 			for _, shard := range c.snap.Load().pods {
 				for k := range shard {
@@ -360,5 +350,21 @@ func TestIncrementalPublishMatchesRebuild(t *testing.T) {
 		if len(c.modelLoads) != len(c.snap.Load().models) {
 			t.Fatalf("step %d: %d model counters for %d models", step, len(c.modelLoads), len(c.snap.Load().models))
 		}
+	}
+}
+
+// checkModels checks that c serves exactly the models of want, each on the pods named.
+func checkModels(t *testing.T, c *Cache, want map[string][]string) {
+	t.Helper()
+	var wantModels []string
+	for m, pods := range want {
+		wantModels = append(wantModels, m)
+		if got := podNames(c.Reader, m); !slices.Equal(got, pods) {
+			t.Errorf("ListEndpoints(%q) = %v, want %v", m, got, pods)
+		}
+	}
+	slices.Sort(wantModels)
+	if got := c.Models(); !slices.Equal(got, wantModels) {
+		t.Errorf("Models() = %v, want %v", got, wantModels)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/engineclient"
 )
 
 // Defaults applied by ScrapeOptions for fields left zero.
@@ -53,9 +54,9 @@ type ScrapeOptions struct {
 	// all endpoints. When every slot is taken, the remaining requests are skipped until a
 	// later round. Defaults to DefaultScrapeMaxConcurrent.
 	MaxConcurrent int
-	// MaxBodyBytes bounds the size of a /metrics or /v1/models response; a larger
-	// response fails the request rather than being parsed in part. Defaults to
-	// DefaultScrapeMaxBodyBytes.
+	// MaxBodyBytes bounds the size of a /metrics response; a larger response fails the
+	// scrape rather than being parsed in part. Defaults to DefaultScrapeMaxBodyBytes.
+	// (/v1/models listings go through engineclient, which reads at most 4 MiB.)
 	MaxBodyBytes int64
 	// Client, if set, sends the requests; it SHOULD NOT have a Timeout of its own shorter
 	// than Timeout. The Scraper never closes a caller's client's connections. When nil,
@@ -127,6 +128,8 @@ type Scraper struct {
 	// client sends every request; ownClient reports whether the Scraper created it.
 	client    *http.Client
 	ownClient bool
+	// engines lists the engines' models through client.
+	engines *engineclient.Client
 
 	// The counters back Stats; written by request goroutines, read by anyone.
 	succeeded, failed                                       atomic.Uint64
@@ -150,6 +153,7 @@ func NewScraper(c *Cache, opts ScrapeOptions) *Scraper {
 		s.client = &http.Client{Transport: t}
 		s.ownClient = true
 	}
+	s.engines = engineclient.New(s.client)
 	return s
 }
 
@@ -387,41 +391,18 @@ func (s *Scraper) listAndStore(ctx context.Context, p *Pod) (unauthorized bool) 
 // errBodyTooLarge fails a request whose response exceeds MaxBodyBytes.
 var errBodyTooLarge = errors.New("body too large")
 
-// statusError fails a request answered with a status other than 200.
-type statusError struct {
-	code   int
-	status string
-}
-
-func (e *statusError) Error() string { return "unexpected status " + e.status }
-
 // scrape fetches and parses the /metrics endpoint of p.
 func (s *Scraper) scrape(ctx context.Context, p *Pod) (endpoint.Metrics, error) {
-	var m endpoint.Metrics
-	// Ask for the classic text format, which ParseMetrics reads.
-	err := s.fetch(ctx, p, "/metrics", "text/plain;version=0.0.4", func(body io.Reader) error {
-		var err error
-		m, err = ParseMetrics(p.Engine, body, time.Now())
-		return err
-	})
+	url := "http://" + metricsTarget(p) + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
 	}
-	return m, nil
-}
-
-// fetch GETs path from p's engine and lets read parse the body, which is cut off with
-// errBodyTooLarge beyond MaxBodyBytes. Statuses other than 200 fail with a *statusError.
-func (s *Scraper) fetch(ctx context.Context, p *Pod, path, accept string, read func(io.Reader) error) error {
-	url := "http://" + metricsTarget(p) + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", accept)
+	// Ask for the classic text format, which ParseMetrics reads.
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return err
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
 	}
 	defer func() {
 		// Drain a little so that the connection can be reused, then close.
@@ -429,14 +410,17 @@ func (s *Scraper) fetch(ctx context.Context, p *Pod, path, accept string, read f
 		_ = resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		return &statusError{code: resp.StatusCode, status: resp.Status}
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: unexpected status %s", resp.Status)
 	}
 	body := &cappedReader{r: io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1), left: s.opts.MaxBodyBytes}
-	err = read(body)
+	m, err := ParseMetrics(p.Engine, body, time.Now())
 	if body.left < 0 {
-		return fmt.Errorf("%w (limit %d bytes)", errBodyTooLarge, s.opts.MaxBodyBytes)
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (limit %d bytes)", errBodyTooLarge, s.opts.MaxBodyBytes)
 	}
-	return err
+	if err != nil {
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
+	}
+	return m, nil
 }
 
 // cappedReader reads r, which yields at most one byte more than left, and fails with

@@ -94,27 +94,49 @@ func New(httpClient *http.Client) *Client {
 	return &Client{http: httpClient}
 }
 
+// Model is one entry of an engine's GET /v1/models listing (vLLM's model card).
+type Model struct {
+	// ID is the model name requests use.
+	ID string `json:"id"`
+	// Parent is the base model of an adapter; empty (null) for a base model.
+	Parent string `json:"parent"`
+	// Root is the model's origin: the weights of a base model, the path of an adapter.
+	Root string `json:"root"`
+}
+
 // Models returns the ids of the models the engine at baseURL serves: its base model and
 // every loaded adapter, in the engine's order. apiKey, if not empty, is sent as a bearer
 // token.
 func (c *Client) Models(ctx context.Context, baseURL, apiKey string) ([]string, error) {
-	body, err := c.do(ctx, opModels, http.MethodGet, baseURL+"/v1/models", apiKey, nil)
+	cards, err := c.ModelCards(ctx, baseURL, apiKey)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(cards))
+	for _, m := range cards {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// ModelCards is Models with each model's parent and root. A listing without a "data"
+// list is an error, not an engine serving nothing.
+func (c *Client) ModelCards(ctx context.Context, baseURL, apiKey string) ([]Model, error) {
+	url := baseURL + "/v1/models"
+	body, err := c.do(ctx, opModels, http.MethodGet, url, apiKey, nil)
 	if err != nil {
 		return nil, err
 	}
 	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
+		Data *[]Model `json:"data"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("%s: decode %s: %w", opModels, baseURL+"/v1/models", err)
+		return nil, fmt.Errorf("%s: decode %s: %w", opModels, url, err)
 	}
-	ids := make([]string, 0, len(list.Data))
-	for _, m := range list.Data {
-		ids = append(ids, m.ID)
+	if list.Data == nil {
+		return nil, fmt.Errorf("%s: decode %s: no \"data\" list", opModels, url)
 	}
-	return ids, nil
+	return *list.Data, nil
 }
 
 // LoadAdapter asks the engine at baseURL to load the LoRA adapter name from path. It

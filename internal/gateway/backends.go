@@ -92,7 +92,7 @@ func (g *Gateway) candidates(backend routetable.Backend, model *cache.Model, exc
 	}
 	var pool []*cache.Pod
 	if model != nil {
-		pool = model.Endpoints()
+		pool = model.Pods()
 	} else {
 		pool = g.view.NamespacePods(backend.Service.Namespace)
 	}

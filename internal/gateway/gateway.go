@@ -219,7 +219,9 @@ func (g *Gateway) Table() *routetable.Table {
 			if !ok {
 				return false, nil
 			}
-			return true, strategies.Validate(&p.Spec)
+			// The router requests will use: built once here, reused by them.
+			_, _, err := g.router(p, "")
+			return true, err
 		},
 	})}
 	g.table.Store(next)

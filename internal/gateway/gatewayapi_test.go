@@ -453,10 +453,18 @@ func TestGatewayAPIRouting(t *testing.T) {
 	t.Run("the route status matches what is served", func(t *testing.T) {
 		// The status controller is tested in its own package; here only the table the
 		// gateway serves from is checked for the foreign ExtensionRef.
+		found := false
 		for _, rs := range g.Table().Routes() {
-			if rs.Route.Name == "foreign-extension" && (rs.InvalidRules != 1 || rs.ResolvedRefs != gatewayv1.RouteReasonInvalidKind) {
+			if rs.Route.Name != "foreign-extension" {
+				continue
+			}
+			found = true
+			if rs.InvalidRules != 1 || rs.ResolvedRefs != gatewayv1.RouteReasonInvalidKind {
 				t.Errorf("foreign-extension status facts = %+v, want one invalid rule and ResolvedRefs InvalidKind", rs)
 			}
+		}
+		if !found {
+			t.Error("the table has no status facts for route foreign-extension")
 		}
 	})
 }

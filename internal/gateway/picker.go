@@ -55,7 +55,7 @@ func (p *Picker) Pick(ctx context.Context, headers http.Header, body []byte) (en
 		return "", nil, errModelNotFound(req.Model)
 	}
 	var cands []*cache.Pod
-	for _, pod := range model.Endpoints() {
+	for _, pod := range model.Pods() {
 		if p.scope.contains(pod) {
 			cands = append(cands, pod)
 		}

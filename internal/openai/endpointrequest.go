@@ -80,19 +80,14 @@ func ParseRequestFor(ep Endpoint, data []byte) (Request, error) {
 
 // parseModelOnly reads the model of a body whose other fields routing does not use.
 func parseModelOnly(data []byte) (Request, error) {
-	var b struct {
-		Model *string `json:"model"`
-	}
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	var b modelField
+	model, err := decodeModelBody(data, &b)
 	return Request{Model: model}, err
 }
 
 // responsesBody holds the fields parseResponses reads.
 type responsesBody struct {
-	Model           *string         `json:"model"`
+	modelField
 	Stream          *bool           `json:"stream"`
 	MaxOutputTokens *int64          `json:"max_output_tokens"`
 	Instructions    *string         `json:"instructions"`
@@ -113,10 +108,7 @@ func responsesTextPart(typ string) bool { return typ == "input_text" || typ == "
 // parseResponses reads a /v1/responses body as described on ParseRequestFor.
 func parseResponses(data []byte) (Request, error) {
 	var b responsesBody
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}
@@ -189,7 +181,7 @@ func writeInput(sb *strings.Builder, raw json.RawMessage) error {
 
 // embeddingsBody holds the fields parseEmbeddings reads.
 type embeddingsBody struct {
-	Model    *string         `json:"model"`
+	modelField
 	Input    json.RawMessage `json:"input"`
 	Messages json.RawMessage `json:"messages"`
 }
@@ -197,10 +189,7 @@ type embeddingsBody struct {
 // parseEmbeddings reads a /v1/embeddings body as described on ParseRequestFor.
 func parseEmbeddings(data []byte) (Request, error) {
 	var b embeddingsBody
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}
@@ -289,7 +278,7 @@ func checkTokenIDs(list []json.RawMessage) error {
 
 // rerankBody holds the fields parseRerank reads.
 type rerankBody struct {
-	Model     *string         `json:"model"`
+	modelField
 	Query     json.RawMessage `json:"query"`
 	Documents json.RawMessage `json:"documents"`
 }
@@ -297,10 +286,7 @@ type rerankBody struct {
 // parseRerank reads a rerank body as described on ParseRequestFor.
 func parseRerank(data []byte) (Request, error) {
 	var b rerankBody
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}
@@ -355,7 +341,7 @@ func parseRerank(data []byte) (Request, error) {
 
 // scoreBody holds the fields parseScore reads.
 type scoreBody struct {
-	Model *string         `json:"model"`
+	modelField
 	Text1 json.RawMessage `json:"text_1"`
 	Text2 json.RawMessage `json:"text_2"`
 }
@@ -363,10 +349,7 @@ type scoreBody struct {
 // parseScore reads a score body as described on ParseRequestFor.
 func parseScore(data []byte) (Request, error) {
 	var b scoreBody
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}
@@ -425,7 +408,7 @@ func writeLine(sb *strings.Builder, raw json.RawMessage) error {
 
 // tokenizeBody holds the fields parseTokenize reads.
 type tokenizeBody struct {
-	Model    *string         `json:"model"`
+	modelField
 	Prompt   *string         `json:"prompt"`
 	Messages json.RawMessage `json:"messages"`
 }
@@ -433,10 +416,7 @@ type tokenizeBody struct {
 // parseTokenize reads a /tokenize body as described on ParseRequestFor.
 func parseTokenize(data []byte) (Request, error) {
 	var b tokenizeBody
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}

@@ -56,7 +56,7 @@ func badRequest(format string, args ...any) *RequestError {
 // body holds the fields ParseRequest reads; prompt and content shapes vary, so they
 // stay raw until inspected.
 type body struct {
-	Model               *string         `json:"model"`
+	modelField
 	Stream              *bool           `json:"stream"`
 	Messages            json.RawMessage `json:"messages"`
 	Prompt              json.RawMessage `json:"prompt"`
@@ -109,10 +109,7 @@ func ParseRequest(data []byte) (Request, error) {
 // several times over, so ParseRequest uses it only where parseFast gives up.
 func parseRequestJSON(data []byte) (Request, error) {
 	var b body
-	if err := decodeObject(data, &b); err != nil {
-		return Request{}, err
-	}
-	model, err := requireModel(b.Model)
+	model, err := decodeModelBody(data, &b)
 	if err != nil {
 		return Request{}, err
 	}
@@ -158,6 +155,25 @@ func decodeObject(data []byte, v any) error {
 		return badRequest("request body must be a JSON object")
 	}
 	return nil
+}
+
+// modelField is the "model" field of every body; each body type embeds it.
+type modelField struct {
+	Model *string `json:"model"`
+}
+
+func (f *modelField) model() *string { return f.Model }
+
+// modelBody is a body type that embeds modelField.
+type modelBody interface{ model() *string }
+
+// decodeModelBody decodes data into b (decodeObject) and returns the model it names
+// (requireModel).
+func decodeModelBody(data []byte, b modelBody) (string, error) {
+	if err := decodeObject(data, b); err != nil {
+		return "", err
+	}
+	return requireModel(b.model())
 }
 
 // requireModel returns the model a body names, or a *RequestError when it names none.
