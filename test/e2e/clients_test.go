@@ -151,6 +151,41 @@ func (s *system) routable(model string) []string {
 	return names
 }
 
+// enginesIdleSince reports whether the metadata service shows every routable pod of model
+// idle (no running request, empty KV cache) in a scrape taken after since. The gateway
+// scrapes on the same interval, so once this holds for a scrape a couple of intervals
+// after since, routers there see idle engines too rather than a burst that has ended.
+func (s *system) enginesIdleSince(model string, since time.Time) bool {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + s.metadata + "/v1/endpoints?model=" + model)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			Routable bool
+			Metrics  *struct {
+				ScrapedAt    time.Time `json:"scraped_at"`
+				Running      float64   `json:"running"`
+				KVCacheUsage float64   `json:"kv_cache_usage"`
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) == 0 {
+		return false
+	}
+	for _, e := range list.Data {
+		if !e.Routable {
+			continue
+		}
+		if m := e.Metrics; m == nil || m.ScrapedAt.Before(since) || m.Running != 0 || m.KVCacheUsage != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // gatewayMetricsText returns the primary gateway's Prometheus exposition.
 func (s *system) gatewayMetricsText() (string, error) {
 	c := http.Client{Timeout: 5 * time.Second}

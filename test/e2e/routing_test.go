@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -169,6 +170,10 @@ func burst(c openai.Client, n int, msgs func(i int) []openai.ChatCompletionMessa
 // than one pod.
 func metricStrategiesServe() {
 	for _, route := range []string{"random", "least-kv-cache", "least-latency", "throughput", "weighted"} {
+		// Every burst starts from idle engines as the gateway sees them, not from the
+		// scraped remains of the previous route's burst.
+		quiet := time.Now().Add(2 * scrapeInterval)
+		Eventually(func() bool { return sys.enginesIdleSince(model, quiet) }).Should(BeTrue(), "engines idle before route %s", route)
 		c := sys.client(route)
 		var mu sync.Mutex
 		seen := map[string]int{}

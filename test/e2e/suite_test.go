@@ -30,6 +30,9 @@ const (
 	routeHdr  = "x-e2e-route"            // selects one of the header-matched routes
 	endpoint  = "x-switchboard-endpoint" // the gateway's answer: namespace/pod
 	timeScale = "0.05"                   // engine-sim delays, 20x faster than real
+	// scrapeInterval is how often the gateway (its default) and the metadata service
+	// scrape engine metrics.
+	scrapeInterval = 100 * time.Millisecond
 	// gatewayAddr is the address the suite's Gateway asks for in spec.addresses.
 	gatewayAddr = "127.0.0.1"
 )
@@ -159,7 +162,7 @@ func startSystem(t *testing.T) *system {
 	metadataProbes := loopback()
 	testenv.Run(t, s.binary("metadata-service"), "--kubeconfig", s.kubeconfig,
 		"--bind-address", s.metadata, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", metadataProbes, "--metrics-scrape-interval", "100ms")
+		"--health-probe-bind-address", metadataProbes, "--metrics-scrape-interval", scrapeInterval.String())
 
 	for name, probes := range map[string]string{"manager": managerProbes, "gateway": s.gatewayProbes, "metadata-service": metadataProbes} {
 		testenv.WaitUntil(t, time.Minute, name+" is ready", func() bool { return httpOK("http://" + probes + "/readyz") })
