@@ -34,7 +34,9 @@ func main() {
 	flag.Float64Var(&cfg.TimeScale, "time-scale", 1, "engine-sim --time-scale (multiplier of every simulated delay).")
 	flag.StringVar(&rates, "rates", "10,30,50", "Comma-separated request rates (req/s) of every workload and strategy.")
 	flag.DurationVar(&cfg.Duration, "duration", 6*time.Second, "Arrival window of one load point.")
-	flag.Uint64Var(&cfg.Seed, "seed", 1, "Seed of the arrivals and the prompts.")
+	flag.Uint64Var(&cfg.Seed, "seed", 1, "First seed of the arrivals, the prompts and the engines' output lengths.")
+	flag.IntVar(&cfg.Seeds, "seeds", 3, "Number of seeds (-seed, -seed+1, ...) every point is run with; the report shows their medians and ranges.")
+	flag.BoolVar(&cfg.IncludeUsage, "include-usage", false, "Streaming requests ask for a final usage chunk (stream_options.include_usage).")
 	flag.StringVar(&strategies, "strategies", "", "Comma-separated subset of strategies (default: all).")
 	flag.StringVar(&workloads, "workloads", "", "Comma-separated subset of workloads: "+strings.Join(bench.WorkloadNames(), ", ")+" (default: all).")
 	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver.")
@@ -46,6 +48,9 @@ func main() {
 	render := flag.String("render", "", "Only re-render the report and plots from this benchmarks.json into -out; run nothing.")
 	flag.Parse()
 
+	if cfg.Seeds < 1 {
+		fail(fmt.Errorf("-seeds: %d, want at least 1", cfg.Seeds))
+	}
 	var err error
 	if cfg.Rates, err = parseRates(rates); err != nil {
 		fail(err)

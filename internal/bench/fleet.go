@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
 
@@ -46,7 +47,9 @@ type fleet struct {
 	engineProc *process
 	gateway    *process
 	gatewayURL string
-	http       *http.Client
+	// metricsAddr and probeAddr are the gateway's; a restarted gateway keeps them.
+	metricsAddr, probeAddr string
+	http                   *http.Client
 }
 
 func (f *fleet) clusterEnv() []string {
@@ -92,7 +95,7 @@ func (f *fleet) up(ctx context.Context) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	if err := f.startEngines(ctx); err != nil {
+	if err := f.startEngines(ctx, f.cfg.Seed); err != nil {
 		return err
 	}
 	listener, err := freeAddr()
@@ -104,24 +107,28 @@ func (f *fleet) up(ctx context.Context) error {
 		return err
 	}
 
-	metricsAddr, err := freeAddr()
-	if err != nil {
+	if f.metricsAddr, err = freeAddr(); err != nil {
 		return err
 	}
-	probeAddr, err := freeAddr()
-	if err != nil {
+	if f.probeAddr, err = freeAddr(); err != nil {
 		return err
 	}
 	f.logf("starting the gateway (listener %s)", f.gatewayURL)
+	return f.startGateway(ctx)
+}
+
+// startGateway starts the gateway and waits until it is ready.
+func (f *fleet) startGateway(ctx context.Context) error {
+	var err error
 	f.gateway, err = startProcess("gateway", f.logPath("gateway"), nil, filepath.Join(f.cfg.Root, "bin", "gateway"),
 		"--kubeconfig", f.kubeconfig,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--metrics-bind-address", f.metricsAddr, "--health-probe-bind-address", f.probeAddr,
 		"--zap-log-level", "error")
 	if err != nil {
 		return err
 	}
 	return f.waitFor(ctx, "the gateway to be ready", f.gateway, func() bool {
-		return f.ok("http://" + probeAddr + "/readyz")
+		return f.ok("http://" + f.probeAddr + "/readyz")
 	})
 }
 
@@ -139,14 +146,15 @@ func (f *fleet) down() {
 	}
 }
 
-// startEngines starts one engine-sim process serving every engine address and waits until
-// each is healthy. A fresh start means empty KV caches and zeroed metrics.
-func (f *fleet) startEngines(ctx context.Context) error {
+// startEngines starts one engine-sim process serving every engine address, with seed for
+// its output lengths and texts, and waits until each is healthy. A fresh start means empty
+// KV caches and zeroed metrics.
+func (f *fleet) startEngines(ctx context.Context, seed uint64) error {
 	args := []string{
 		"--listen", strings.Join(f.engines, ","), "--model", benchModel,
 		"--kv-blocks", strconv.Itoa(f.cfg.KVBlocks), "--block-size", strconv.Itoa(f.cfg.BlockSize),
 		"--max-num-seqs", strconv.Itoa(f.cfg.MaxNumSeqs), "--time-scale", strconv.FormatFloat(f.cfg.TimeScale, 'g', -1, 64),
-		"--seed", strconv.FormatUint(f.cfg.Seed, 10),
+		"--seed", strconv.FormatUint(seed, 10),
 	}
 	var err error
 	f.engineProc, err = startProcess("engine-sim", f.logPath("engine-sim"), nil, filepath.Join(f.cfg.Root, "bin", "engine-sim"), args...)
@@ -163,16 +171,24 @@ func (f *fleet) startEngines(ctx context.Context) error {
 	})
 }
 
-// restartEngines replaces the engines with fresh ones (cold caches) and waits until the
-// gateway routes to every one of them again.
-func (f *fleet) restartEngines(ctx context.Context) error {
+// restart replaces the engines with fresh ones (cold caches) seeded with seed and the
+// gateway with a fresh one, and waits until the gateway routes to every engine. A fresh
+// gateway has forgotten what earlier runs taught it: an engine its outlier detection
+// ejected after failing on purpose (whose back-off grows with every ejection, and which
+// would otherwise decide which strategy meets the failing engine first), and the learned
+// prefixes and latencies.
+func (f *fleet) restart(ctx context.Context, seed uint64) error {
+	f.gateway.stop()
 	f.engineProc.stop()
 	for _, e := range f.engines {
 		for deadline := time.Now().Add(10 * time.Second); busy(e) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if err := f.startEngines(ctx); err != nil {
+	if err := f.startEngines(ctx, seed); err != nil {
+		return err
+	}
+	if err := f.startGateway(ctx); err != nil {
 		return err
 	}
 	return f.waitRoutable(ctx)
@@ -305,6 +321,15 @@ func policySummary(p *v1alpha1.RoutingPolicy) string {
 		s += fmt.Sprintf("%d×%s", *sc.Weight, sc.Name)
 	}
 	return s
+}
+
+// retryAttempts is how many further endpoints the gateway tries for a request of p after a
+// connection failure or a 5xx answer.
+func retryAttempts(p *v1alpha1.RoutingPolicy) int {
+	if r := p.Spec.Retry; r != nil && r.Attempts != nil {
+		return int(*r.Attempts)
+	}
+	return gateway.DefaultRetryAttempts
 }
 
 func (f *fleet) createObjects(ctx context.Context, listener string) error {

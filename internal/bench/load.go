@@ -22,6 +22,9 @@ type PointResult struct {
 	Workload string  `json:"workload"`
 	Strategy string  `json:"strategy"`
 	Rate     float64 `json:"rate_rps"`
+	// Seed is the run's seed (one of Settings.Seeds); the point's arrivals and prompts are
+	// drawn from a seed derived from it, the workload and the rate.
+	Seed uint64 `json:"seed"`
 	// Duration is the arrival window in seconds; requests still running at its end are
 	// waited for.
 	Duration  float64        `json:"duration_s"`
@@ -35,8 +38,12 @@ type PointResult struct {
 	E2E Summary `json:"e2e"`
 	// Throughput is completed requests per second from the first send to the last end.
 	Throughput float64 `json:"throughput_rps"`
-	// TokenThroughput is streamed output tokens per second over the same span.
+	// TokenThroughput is output tokens per second over the same span: the final usage
+	// chunk's completion_tokens where the stream had one, else the content chunks.
 	TokenThroughput float64 `json:"output_tokens_per_s"`
+	// UsageChunks is the number of completed streams that ended with a usage chunk
+	// (requested with stream_options.include_usage).
+	UsageChunks int `json:"usage_chunks,omitempty"`
 	// HitRate is the engines' prefix-cache hits / queries (tokens) during the point, from
 	// vllm:prefix_cache_hits_total and vllm:prefix_cache_queries_total.
 	HitRate       float64 `json:"prefix_cache_hit_rate"`
@@ -58,28 +65,40 @@ func (p PointResult) FailedShare() float64 {
 type outcome struct {
 	ttft, e2e time.Duration
 	end       time.Time
-	tokens    int
+	tokens    int    // output tokens: the usage chunk's count if any, else the content chunks
+	usage     bool   // the stream ended with a usage chunk
 	err       string // empty on success
 }
 
 type chatBody struct {
-	Model     string    `json:"model"`
-	Stream    bool      `json:"stream"`
-	MaxTokens int       `json:"max_tokens"`
-	Messages  []Message `json:"messages"`
+	Model         string         `json:"model"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	MaxTokens     int            `json:"max_tokens"`
+	Messages      []Message      `json:"messages"`
 }
 
-// runPoint drives the fleet through strategy's route with workload at rate for duration.
-func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate float64, duration time.Duration, seed uint64) (PointResult, error) {
-	res := PointResult{Workload: w.Name, Strategy: strategy, Rate: rate, Duration: duration.Seconds()}
-	schedule := PoissonSchedule(rate, duration, seed)
-	// Same seed for every strategy: each sees the same arrivals and request shapes. The salt
-	// makes the texts unique per point, so no point profits from another's cached blocks.
-	salt := fmt.Sprintf("[%s/%s/%g/%d]", w.Name, strategy, rate, seed)
-	reqs := w.Generate(rand.New(rand.NewPCG(seed, 0xb0d1e5)), len(schedule), salt)
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// runPoint drives the fleet through strategy's route with workload at rate for duration,
+// with arrivals and prompts drawn from arrivals; seed is the run's seed it is recorded with.
+func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate float64, duration time.Duration, seed, arrivals uint64) (PointResult, error) {
+	res := PointResult{Workload: w.Name, Strategy: strategy, Rate: rate, Seed: seed, Duration: duration.Seconds()}
+	schedule := PoissonSchedule(rate, duration, arrivals)
+	// Same arrivals seed for every strategy: each sees the same arrivals and request shapes.
+	// The salt makes the texts unique per point, so no point profits from another's cached
+	// blocks.
+	salt := fmt.Sprintf("[%s/%s/%g/%d]", w.Name, strategy, rate, arrivals)
+	reqs := w.Generate(rand.New(rand.NewPCG(arrivals, 0xb0d1e5)), len(schedule), salt)
+	var opts *streamOptions
+	if f.cfg.IncludeUsage {
+		opts = &streamOptions{IncludeUsage: true}
+	}
 	bodies := make([][]byte, len(reqs))
 	for i, r := range reqs {
-		b, err := json.Marshal(chatBody{Model: benchModel, Stream: true, MaxTokens: r.MaxTokens, Messages: r.Messages})
+		b, err := json.Marshal(chatBody{Model: benchModel, Stream: true, StreamOptions: opts, MaxTokens: r.MaxTokens, Messages: r.Messages})
 		if err != nil {
 			return res, fmt.Errorf("encode request: %w", err)
 		}
@@ -130,6 +149,9 @@ func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate 
 		ttfts = append(ttfts, o.ttft)
 		e2es = append(e2es, o.e2e)
 		tokens += o.tokens
+		if o.usage {
+			res.UsageChunks++
+		}
 		if o.end.After(last) {
 			last = o.end
 		}
@@ -173,17 +195,24 @@ func (f *fleet) send(ctx context.Context, strategy string, body []byte) outcome 
 	o := outcome{}
 	r := bufio.NewReaderSize(resp.Body, 16<<10)
 	done := false
+	contentChunks, usageTokens := 0, 0
 	for {
 		line, err := r.ReadSlice('\n')
 		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
 			data = bytes.TrimSpace(data)
 			if string(data) == "[DONE]" {
 				done = true
-			} else if chunkHasContent(data) {
-				if o.tokens == 0 {
-					o.ttft = time.Since(t0)
+			} else {
+				c := parseChunk(data)
+				if c.content {
+					if contentChunks == 0 {
+						o.ttft = time.Since(t0)
+					}
+					contentChunks++
 				}
-				o.tokens++
+				if c.usage {
+					o.usage, usageTokens = true, c.completionTokens
+				}
 			}
 		}
 		if err == bufio.ErrBufferFull {
@@ -195,31 +224,53 @@ func (f *fleet) send(ctx context.Context, strategy string, body []byte) outcome 
 	}
 	o.end = time.Now()
 	o.e2e = o.end.Sub(t0)
-	if !done || o.tokens == 0 {
+	if !done || contentChunks == 0 {
 		return outcome{err: "incomplete stream"}
+	}
+	o.tokens = contentChunks
+	if o.usage {
+		o.tokens = usageTokens
 	}
 	return o
 }
 
-// chunkHasContent reports whether a streamed chat chunk carries generated text (the first
-// chunk only announces the assistant role).
-func chunkHasContent(data []byte) bool {
+// streamChunk is what the load generator reads of one streamed chat chunk.
+type streamChunk struct {
+	// content is whether the chunk carries generated text; the first chunk only announces
+	// the assistant role, the finishing one has an empty delta and the usage chunk no
+	// choices at all.
+	content bool
+	// usage is whether the chunk reports the request's usage, with completionTokens.
+	usage            bool
+	completionTokens int
+}
+
+// parseChunk reads the data of one streamed chat chunk; a malformed chunk reads as neither
+// content nor usage.
+func parseChunk(data []byte) streamChunk {
 	var c struct {
 		Choices []struct {
 			Delta struct {
 				Content string `json:"content"`
 			} `json:"delta"`
 		} `json:"choices"`
+		Usage *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
 	}
 	if json.Unmarshal(data, &c) != nil {
-		return false
+		return streamChunk{}
 	}
+	var out streamChunk
 	for _, ch := range c.Choices {
 		if ch.Delta.Content != "" {
-			return true
+			out.content = true
 		}
 	}
-	return false
+	if c.Usage != nil {
+		out.usage, out.completionTokens = true, c.Usage.CompletionTokens
+	}
+	return out
 }
 
 // engineCounters are the cumulative counters the benchmark reads from one engine.

@@ -23,34 +23,38 @@ func ttftKey(workload, stat string) string { return "ttft-" + stat + "-" + workl
 
 const hitRateKey = "hit-rate"
 
-// writePlots draws TTFT against request rate per strategy for every workload (mean and
-// p99) and the prefix-cache hit rate per strategy and workload.
+// writePlots draws the median TTFT over the seeds against request rate per strategy for
+// every workload (mean and p99, with min–max bars when there are several seeds) and the
+// prefix-cache hit rate per strategy and workload.
 func writePlots(res *Results, dir string) (plotSet, error) {
 	out := plotSet{}
+	aggs := Aggregates(res)
 	for _, w := range res.Workloads {
 		for _, stat := range []string{"mean", "p99"} {
 			p := plot.New()
 			p.Title.Text = fmt.Sprintf("%s: %s TTFT vs request rate", w.Title, stat)
 			p.X.Label.Text = "request rate (req/s, Poisson)"
-			p.Y.Label.Text = stat + " TTFT (ms, log scale)"
+			p.Y.Label.Text = "median " + stat + " TTFT over seeds (ms, log scale)"
 			// Log scale: an overloaded strategy is seconds above the others' milliseconds.
 			p.Y.Scale = plot.LogScale{}
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.Legend.Top, p.Legend.Left = true, true
 			var lines []any
+			var bars []rangePoints
 			for _, s := range res.Strategies {
-				var xys plotter.XYs
-				for _, pt := range res.Points {
-					if pt.Workload == w.Name && pt.Strategy == s && pt.TTFT.Count > 0 {
-						y := pt.TTFT.Mean
-						if stat == "p99" {
-							y = pt.TTFT.P99
-						}
-						xys = append(xys, plotter.XY{X: pt.Rate, Y: y})
+				var pts rangePoints
+				for _, a := range aggs {
+					v := a.TTFTMean
+					if stat == "p99" {
+						v = a.TTFTP99
+					}
+					if a.Workload == w.Name && a.Strategy == s && v.N > 0 && v.Min > 0 {
+						pts.XYs = append(pts.XYs, plotter.XY{X: a.Rate, Y: v.Median})
+						pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{v.Median - v.Min, v.Max - v.Median})
 					}
 				}
-				if len(xys) > 0 {
-					lines = append(lines, s, xys)
+				if len(pts.XYs) > 0 {
+					lines, bars = append(lines, s, pts.XYs), append(bars, pts)
 				}
 			}
 			if len(lines) == 0 {
@@ -58,6 +62,17 @@ func writePlots(res *Results, dir string) (plotSet, error) {
 			}
 			if err := plotutil.AddLinePoints(p, lines...); err != nil {
 				return nil, fmt.Errorf("plot %s: %w", w.Name, err)
+			}
+			for i, pts := range bars {
+				if !pts.spread() {
+					continue // one seed, or equal values: no bar
+				}
+				eb, err := plotter.NewYErrorBars(pts)
+				if err != nil {
+					return nil, fmt.Errorf("plot %s: %w", w.Name, err)
+				}
+				eb.LineStyle.Color = plotutil.Color(i) // the colour AddLinePoints gave the line
+				p.Add(eb)
 			}
 			key := ttftKey(w.Name, stat)
 			file := key + ".png"
@@ -69,7 +84,7 @@ func writePlots(res *Results, dir string) (plotSet, error) {
 	}
 
 	p := plot.New()
-	p.Title.Text = "Engine prefix-cache hit rate per strategy (all rates)"
+	p.Title.Text = "Engine prefix-cache hit rate per strategy (all rates and seeds)"
 	p.Y.Label.Text = "hit rate (%)"
 	p.Y.Min, p.Y.Max = 0, 118 // headroom for the legend
 	p.Legend.Top = true
@@ -100,7 +115,23 @@ func writePlots(res *Results, dir string) (plotSet, error) {
 	return out, nil
 }
 
-// hitRate is the prefix-cache hit rate of a strategy on a workload over all its rates.
+// rangePoints are medians with their distances to the minimum and maximum.
+type rangePoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// spread reports whether any point has a range.
+func (r rangePoints) spread() bool {
+	for _, e := range r.YErrors {
+		if e.Low > 0 || e.High > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hitRate is the prefix-cache hit rate of a strategy on a workload over all its rates and seeds.
 func hitRate(points []PointResult, workload, strategy string) float64 {
 	var hits, queries float64
 	for _, pt := range points {

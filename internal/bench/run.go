@@ -28,11 +28,16 @@ type Config struct {
 	MaxNumSeqs   int
 	TimeScale    float64
 
-	Rates      []float64
-	Duration   time.Duration
-	Seed       uint64
-	Strategies []string // subset of the policies; empty means all
-	Workloads  []string // subset of the workloads; empty means all
+	Rates    []float64
+	Duration time.Duration
+	// Seed is the first seed; every point is run with the Seeds seeds Seed, Seed+1, ...
+	Seed  uint64
+	Seeds int
+	// IncludeUsage makes every streaming request ask for a final usage chunk
+	// (stream_options.include_usage).
+	IncludeUsage bool
+	Strategies   []string // subset of the policies; empty means all
+	Workloads    []string // subset of the workloads; empty means all
 
 	APIServerPort int
 	EtcdPort      int
@@ -61,18 +66,25 @@ type Machine struct {
 
 // Settings records how the results were measured.
 type Settings struct {
-	Engines          int               `json:"engines"`
-	KVBlocks         int               `json:"kv_blocks"`
-	BlockSize        int               `json:"block_size"`
-	MaxNumSeqs       int               `json:"max_num_seqs"`
-	TimeScale        float64           `json:"time_scale"`
-	Rates            []float64         `json:"rates_rps"`
-	Duration         float64           `json:"duration_s"`
-	Seed             uint64            `json:"seed"`
-	Policies         map[string]string `json:"policies"`
-	Elapsed          float64           `json:"routing_elapsed_s"`
-	GatewayBenchtime string            `json:"gateway_benchtime"`
-	MicroBench       string            `json:"micro_bench"`
+	Engines    int       `json:"engines"`
+	KVBlocks   int       `json:"kv_blocks"`
+	BlockSize  int       `json:"block_size"`
+	MaxNumSeqs int       `json:"max_num_seqs"`
+	TimeScale  float64   `json:"time_scale"`
+	Rates      []float64 `json:"rates_rps"`
+	Duration   float64   `json:"duration_s"`
+	Seed       uint64    `json:"seed"`
+	// Seeds are the seeds every point was run with.
+	Seeds []uint64 `json:"seeds,omitempty"`
+	// IncludeUsage is whether the streaming requests asked for a final usage chunk.
+	IncludeUsage bool              `json:"include_usage"`
+	Policies     map[string]string `json:"policies"`
+	// RetryAttempts is how many further endpoints the gateway may try per request, by
+	// strategy: the policy's spec.retry.attempts or the gateway's default.
+	RetryAttempts    map[string]int `json:"retry_attempts,omitempty"`
+	Elapsed          float64        `json:"routing_elapsed_s"`
+	GatewayBenchtime string         `json:"gateway_benchtime"`
+	MicroBench       string         `json:"micro_bench"`
 }
 
 // WorkloadInfo describes a workload in the results.
@@ -86,13 +98,17 @@ type WorkloadInfo struct {
 
 // Results is everything one run measured; benchmarks.json holds it.
 type Results struct {
-	Machine         Machine        `json:"machine"`
-	Settings        Settings       `json:"settings"`
-	Strategies      []string       `json:"strategies"`
-	Workloads       []WorkloadInfo `json:"workloads"`
-	Points          []PointResult  `json:"points"`
-	GatewayOverhead []GoBenchmark  `json:"gateway_overhead,omitempty"`
-	Micro           []GoBenchmark  `json:"micro,omitempty"`
+	Machine    Machine        `json:"machine"`
+	Settings   Settings       `json:"settings"`
+	Strategies []string       `json:"strategies"`
+	Workloads  []WorkloadInfo `json:"workloads"`
+	// Points are the per-seed load points, in run order.
+	Points []PointResult `json:"points"`
+	// Aggregates summarise Points per workload, strategy and rate over the seeds;
+	// WriteReport computes them from Points.
+	Aggregates      []Aggregate   `json:"aggregates,omitempty"`
+	GatewayOverhead []GoBenchmark `json:"gateway_overhead,omitempty"`
+	Micro           []GoBenchmark `json:"micro,omitempty"`
 }
 
 // Run measures everything and writes the report into cfg.OutDir. Every process it starts
@@ -109,13 +125,15 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res.Settings = Settings{
 		Engines: cfg.Engines, KVBlocks: cfg.KVBlocks, BlockSize: cfg.BlockSize, MaxNumSeqs: cfg.MaxNumSeqs,
 		TimeScale: cfg.TimeScale, Rates: cfg.Rates, Duration: cfg.Duration.Seconds(), Seed: cfg.Seed,
-		Policies: map[string]string{}, GatewayBenchtime: cfg.GatewayBenchtime,
+		Seeds: runSeeds(cfg.Seed, cfg.Seeds), IncludeUsage: cfg.IncludeUsage,
+		Policies: map[string]string{}, RetryAttempts: map[string]int{}, GatewayBenchtime: cfg.GatewayBenchtime,
 		MicroBench: fmt.Sprintf("-bench '%s' -benchtime %s", cfg.MicroBenchPattern, cfg.MicroBenchtime),
 	}
 	for _, p := range pols {
 		if len(cfg.Strategies) == 0 || slices.Contains(cfg.Strategies, p.Name) {
 			res.Strategies = append(res.Strategies, p.Name)
 			res.Settings.Policies[p.Name] = policySummary(p)
+			res.Settings.RetryAttempts[p.Name] = retryAttempts(p)
 		}
 	}
 	var workloads []Workload
@@ -165,38 +183,56 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 	if err := f.up(ctx); err != nil {
 		return err
 	}
-	total := len(workloads) * len(res.Strategies) * len(cfg.Rates)
+	seeds := res.Settings.Seeds
+	total := len(workloads) * len(seeds) * len(res.Strategies) * len(cfg.Rates)
 	n := 0
 	for wi, w := range workloads {
-		for _, strategy := range res.Strategies {
-			// Fresh engines for every strategy: no strategy profits from another's warm cache.
-			if err := f.restartEngines(ctx); err != nil {
-				return err
-			}
-			err := f.withFailingEngines(ctx, w.FailingEngines, func() error {
-				for ri, rate := range cfg.Rates {
-					n++
-					seed := cfg.Seed*1000 + uint64(wi*100+ri)
-					p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed)
-					if err != nil {
-						return fmt.Errorf("%s/%s at %g req/s: %w", w.Name, strategy, rate, err)
-					}
-					res.Points = append(res.Points, p)
-					cfg.logf("[%d/%d] %-13s %-14s %5.1f req/s: ttft mean %7.1f ms p99 %7.1f ms, e2e mean %7.1f ms, %5.1f req/s done, hit %5.1f%%, spread cv %.2f, failed %d (%.1f%%)",
-						n, total, w.Name, strategy, rate, p.TTFT.Mean, p.TTFT.P99, p.E2E.Mean, p.Throughput, 100*p.HitRate, p.Spread.CV, p.Failed, 100*p.FailedShare())
+		// The strategies take turns within each seed, so that a slow drift of the machine
+		// spreads over all of them rather than favouring whichever ran its seeds first.
+		for _, seed := range seeds {
+			for _, strategy := range res.Strategies {
+				// Fresh engines and gateway for every strategy and seed: no run profits from
+				// another's warm cache or suffers from what it taught the gateway.
+				if err := f.restart(ctx, seed); err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return err
+				err := f.withFailingEngines(ctx, w.FailingEngines, func() error {
+					for ri, rate := range cfg.Rates {
+						n++
+						// Same arrivals and request shapes for every strategy of a seed.
+						arrivals := seed*1000 + uint64(wi*100+ri)
+						p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed, arrivals)
+						if err != nil {
+							return fmt.Errorf("%s/%s at %g req/s, seed %d: %w", w.Name, strategy, rate, seed, err)
+						}
+						res.Points = append(res.Points, p)
+						cfg.logf("[%d/%d] %-13s %-14s %5.1f req/s seed %d: ttft mean %7.1f ms p99 %7.1f ms, e2e mean %7.1f ms, %5.1f req/s done, hit %5.1f%%, spread cv %.2f, failed %d (%.1f%%)",
+							n, total, w.Name, strategy, rate, seed, p.TTFT.Mean, p.TTFT.P99, p.E2E.Mean, p.Throughput, 100*p.HitRate, p.Spread.CV, p.Failed, 100*p.FailedShare())
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
 }
 
-// WriteReport writes benchmarks.json, benchmarks.md and the plots into dir.
+// runSeeds returns the n seeds base, base+1, ...; at least base.
+func runSeeds(base uint64, n int) []uint64 {
+	seeds := []uint64{base}
+	for i := 1; i < n; i++ {
+		seeds = append(seeds, base+uint64(i))
+	}
+	return seeds
+}
+
+// WriteReport computes res.Aggregates from res.Points, replacing any stored ones, and
+// writes benchmarks.json, benchmarks.md and the plots into dir.
 func WriteReport(res *Results, dir string) error {
+	res.Aggregates = Aggregates(res)
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)

@@ -80,7 +80,7 @@ func Workloads() []Workload {
 			Title: "(d) Fast-failing engine",
 			Description: fmt.Sprintf("The no-sharing traffic (unique random prompts of %d-%d tokens; %d output tokens) while engine 0 "+
 				"answers every request with an HTTP 500 at once (engine-sim `/admin/faults`, `fail_fraction` 1; set after the engines "+
-				"restart for each strategy, cleared after its points). failed %% is the share of sent requests the client saw fail; the gateway "+
+				"restart for each strategy and seed, cleared after its points). failed %% is the share of sent requests the client saw fail; the gateway "+
 				"retries a 5xx answer on another endpoint, so this is what clients see (engine 0's own count is in benchmarks.json, `load_spread.per_engine`).",
 				randomPromptMin, randomPromptMax, outputTokens),
 			Generate:       noSharing,

@@ -23,6 +23,8 @@ type metricNames struct {
 	prefixHitRate                  []string
 	loraInfo, cacheConfig          []string
 	ttft, tpot, e2e                []string
+	queue, prefill, decode         []string
+	inference                      []string
 	promptTokens, generationTokens []string
 }
 
@@ -38,6 +40,10 @@ var engineMetricNames = map[endpoint.Engine]metricNames{
 		ttft:             []string{"vllm:time_to_first_token_seconds"},
 		tpot:             []string{"vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"},
 		e2e:              []string{"vllm:e2e_request_latency_seconds"},
+		queue:            []string{"vllm:request_queue_time_seconds"},
+		prefill:          []string{"vllm:request_prefill_time_seconds"},
+		decode:           []string{"vllm:request_decode_time_seconds"},
+		inference:        []string{"vllm:request_inference_time_seconds"},
 		promptTokens:     []string{"vllm:prompt_tokens_total"},
 		generationTokens: []string{"vllm:generation_tokens_total"},
 	},
@@ -49,6 +55,7 @@ var engineMetricNames = map[endpoint.Engine]metricNames{
 		ttft:             []string{"sglang:time_to_first_token_seconds"},
 		tpot:             []string{"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"},
 		e2e:              []string{"sglang:e2e_request_latency_seconds"},
+		queue:            []string{"sglang:queue_time_seconds"}, // SGLang has no prefill, decode or inference histograms
 		promptTokens:     []string{"sglang:prompt_tokens_total"},
 		generationTokens: []string{"sglang:generation_tokens_total"},
 	},
@@ -87,6 +94,10 @@ func ParseMetrics(engine endpoint.Engine, r io.Reader, scrapedAt time.Time) (end
 		TTFT:               histogram(find(names.ttft)),
 		TPOT:               histogram(find(names.tpot)),
 		E2E:                histogram(find(names.e2e)),
+		QueueTime:          histogram(find(names.queue)),
+		PrefillTime:        histogram(find(names.prefill)),
+		DecodeTime:         histogram(find(names.decode)),
+		InferenceTime:      histogram(find(names.inference)),
 		PromptTokens:       sum(find(names.promptTokens)),
 		GenerationTokens:   sum(find(names.generationTokens)),
 		ScrapedAt:          scrapedAt,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -34,10 +37,14 @@ func TestParseMetrics(t *testing.T) {
 					MaxLoRA: 4,
 				},
 				BlockSize: 16, NumGPUBlocks: 27910,
-				TTFT:         endpoint.Histogram{Count: 412, Sum: 61.8},
-				TPOT:         endpoint.Histogram{Count: 96100, Sum: 2883},
-				E2E:          endpoint.Histogram{Count: 412, Sum: 1236},
-				PromptTokens: 251904, GenerationTokens: 96512,
+				TTFT:          endpoint.Histogram{Count: 412, Sum: 61.8},
+				TPOT:          endpoint.Histogram{Count: 96100, Sum: 2883},
+				E2E:           endpoint.Histogram{Count: 412, Sum: 1236},
+				QueueTime:     endpoint.Histogram{Count: 412, Sum: 43.26},
+				PrefillTime:   endpoint.Histogram{Count: 412, Sum: 18.54},
+				DecodeTime:    endpoint.Histogram{Count: 412, Sum: 1112.4},
+				InferenceTime: endpoint.Histogram{Count: 412, Sum: 1130.94},
+				PromptTokens:  251904, GenerationTokens: 96512,
 				ScrapedAt: at,
 			},
 		},
@@ -56,6 +63,7 @@ func TestParseMetrics(t *testing.T) {
 				TTFT:         endpoint.Histogram{Count: 350, Sum: 98},
 				TPOT:         endpoint.Histogram{Count: 40650, Sum: 1016.25},
 				E2E:          endpoint.Histogram{Count: 350, Sum: 1155},
+				QueueTime:    endpoint.Histogram{Count: 350, Sum: 21.7},
 				PromptTokens: 88000, GenerationTokens: 41000,
 				ScrapedAt: at,
 			},
@@ -83,7 +91,11 @@ func TestParseMetrics(t *testing.T) {
 			for _, h := range []struct {
 				name      string
 				got, want endpoint.Histogram
-			}{{"TTFT", got.TTFT, w.TTFT}, {"TPOT", got.TPOT, w.TPOT}, {"E2E", got.E2E, w.E2E}} {
+			}{
+				{"TTFT", got.TTFT, w.TTFT}, {"TPOT", got.TPOT, w.TPOT}, {"E2E", got.E2E, w.E2E},
+				{"QueueTime", got.QueueTime, w.QueueTime}, {"PrefillTime", got.PrefillTime, w.PrefillTime},
+				{"DecodeTime", got.DecodeTime, w.DecodeTime}, {"InferenceTime", got.InferenceTime, w.InferenceTime},
+			} {
 				if h.got.Count != h.want.Count || !near(h.got.Sum, h.want.Sum) {
 					t.Errorf("%s = %+v, want %+v", h.name, h.got, h.want)
 				}
@@ -93,6 +105,40 @@ func TestParseMetrics(t *testing.T) {
 				t.Errorf("LoRA = %+v, want %+v", got.LoRA, w.LoRA)
 			}
 		})
+	}
+}
+
+func TestParseMetricsFromEngineSim(t *testing.T) {
+	cfg := enginesim.DefaultConfig()
+	cfg.TimeScale = 0.01
+	engine, err := enginesim.NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := engine.Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+		strings.NewReader(`{"model":"llama-3-8b","prompt":"time my phases","max_tokens":3}`)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("completion: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	m, err := ParseMetrics(endpoint.EngineVLLM, rec.Body, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]endpoint.Histogram{
+		"TTFT": m.TTFT, "E2E": m.E2E, "QueueTime": m.QueueTime, "PrefillTime": m.PrefillTime,
+		"DecodeTime": m.DecodeTime, "InferenceTime": m.InferenceTime,
+	} {
+		if h.Count != 1 {
+			t.Errorf("%s = %+v, want one observation", name, h)
+		}
+	}
+	if !near(m.InferenceTime.Sum, m.PrefillTime.Sum+m.DecodeTime.Sum) || m.DecodeTime.Sum <= 0 {
+		t.Errorf("inference %v, prefill %v, decode %v: want inference = prefill + decode and some decode",
+			m.InferenceTime.Sum, m.PrefillTime.Sum, m.DecodeTime.Sum)
 	}
 }
 

@@ -343,8 +343,10 @@ func metricsTarget(p *Pod) string {
 	return net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))
 }
 
-// scrapeAndStore scrapes p, stores the snapshot and counts the outcome. A scrape
-// abandoned through ctx cancellation is neither counted nor logged.
+// scrapeAndStore scrapes p, stores the snapshot, with the engine profile learnt from
+// the previous snapshot to this one and the requests this process has in flight to p,
+// and counts the outcome. A scrape abandoned through ctx cancellation is neither counted
+// nor logged.
 func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) {
 	m, err := s.scrape(ctx, p)
 	if err != nil {
@@ -356,6 +358,13 @@ func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) {
 			"pod", p.Key.String(), "address", metricsTarget(p), "error", err)
 		return
 	}
+	m.LocalInFlight = p.Load().InFlight()
+	var learnt endpoint.Profile
+	prev := p.Metrics()
+	if prev != nil {
+		learnt = prev.Profile
+	}
+	m.Profile = learnt.Next(prev, &m)
 	if s.cache.SetMetrics(p, m) {
 		s.succeeded.Add(1)
 	}

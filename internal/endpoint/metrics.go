@@ -56,12 +56,29 @@ type Metrics struct {
 	TPOT Histogram
 	// E2E is the end-to-end request latency histogram, in seconds.
 	E2E Histogram
+	// QueueTime is the histogram of the time requests spent waiting in the engine before
+	// they ran (vLLM's WAITING phase), in seconds.
+	QueueTime Histogram
+	// PrefillTime is the histogram of the time requests spent in prefill, in seconds.
+	PrefillTime Histogram
+	// DecodeTime is the histogram of the time requests spent decoding, in seconds.
+	DecodeTime Histogram
+	// InferenceTime is the histogram of the time requests spent running (prefill and
+	// decode: vLLM's RUNNING phase), in seconds.
+	InferenceTime Histogram
 	// PromptTokens is the cumulative number of prompt tokens processed.
 	PromptTokens float64
 	// GenerationTokens is the cumulative number of tokens generated.
 	GenerationTokens float64
 	// ScrapedAt is when the scrape completed.
 	ScrapedAt time.Time
+	// LocalInFlight is the number of requests the scraping process had in flight to the
+	// endpoint when the scrape completed; the requests it sent since are not in Running or
+	// Waiting yet.
+	LocalInFlight int64
+	// Profile is what this snapshot and the ones before it tell about the engine's speed
+	// and scheduler (see Profile).
+	Profile Profile
 }
 
 // Stale reports whether the snapshot is older than maxAge at now. Routers treat a stale

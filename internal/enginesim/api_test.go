@@ -239,3 +239,69 @@ func TestEndpointsRequireKeyAndServedModel(t *testing.T) {
 		})
 	}
 }
+
+func TestUsageReportsCachedTokens(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	type usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens *int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	// usageOf reads the usage object of a body, or of the last chunk before [DONE] of a
+	// stream, requiring the other chunks to carry none.
+	usageOf := func(t *testing.T, body string, stream bool) usage {
+		t.Helper()
+		if !stream {
+			return decode[struct{ Usage usage }](t, body).Usage
+		}
+		events := strings.Split(strings.TrimSpace(body), "\n\n")
+		if len(events) < 2 || events[len(events)-1] != "data: [DONE]" {
+			t.Fatalf("stream does not end with [DONE]: %q", body)
+		}
+		for _, ev := range events[:len(events)-2] {
+			if strings.Contains(ev, `"usage"`) {
+				t.Fatalf("usage before the final chunk: %s", ev)
+			}
+		}
+		return decode[struct{ Usage usage }](t, strings.TrimPrefix(events[len(events)-2], "data: ")).Usage
+	}
+	long := strings.Repeat("a shared prefix ", 64) // 1024 bytes = 256 tokens = 16 blocks
+	for _, c := range []struct {
+		name   string
+		path   string
+		stream bool
+	}{
+		{"chat", "/v1/chat/completions", false},
+		{"chat stream", "/v1/chat/completions", true},
+		{"completion", "/v1/completions", false},
+		{"completion stream", "/v1/completions", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := map[string]any{"model": "llama-3-8b", "max_tokens": 2, "stream": c.stream}
+			if c.stream {
+				body["stream_options"] = map[string]any{"include_usage": true}
+			}
+			prompt := c.name + ": " + long
+			if c.path == "/v1/chat/completions" {
+				body["messages"] = []map[string]string{{"role": "user", "content": prompt}}
+			} else {
+				body["prompt"] = prompt
+			}
+			for i, wantCached := range []bool{false, true} {
+				status, out := te.post(t, c.path, body)
+				if status != http.StatusOK {
+					t.Fatalf("request %d: %d %s", i, status, out)
+				}
+				u := usageOf(t, out, c.stream)
+				if u.PromptTokensDetails == nil || u.PromptTokensDetails.CachedTokens == nil {
+					t.Fatalf("request %d: no prompt_tokens_details.cached_tokens in %s", i, out)
+				}
+				cached := *u.PromptTokensDetails.CachedTokens
+				if (cached > 0) != wantCached || cached > u.PromptTokens {
+					t.Fatalf("request %d: cached_tokens %d of %d prompt tokens, want cached %v", i, cached, u.PromptTokens, wantCached)
+				}
+			}
+		})
+	}
+}

@@ -33,10 +33,12 @@ type sequence struct {
 	adapter   string
 	hashes    []uint64
 	blocks    int
+	queued    time.Time // when the request joined the waiting queue
 	admitted  chan struct{}
 	alloc     kvAllocation
 	cachedTok int
 	batch     int
+	scheduled time.Time // when the request left the waiting queue to run
 }
 
 // NewEngine returns an engine for a validated configuration.
@@ -113,6 +115,7 @@ func (e *Engine) admit(ctx context.Context, prompt string, outputTokens int, ada
 		adapter:  adapter,
 		hashes:   hashes[:min(len(hashes), total)],
 		blocks:   total,
+		queued:   time.Now(),
 		admitted: make(chan struct{}),
 	}
 	e.mu.Lock()
@@ -163,6 +166,7 @@ func (e *Engine) schedule() {
 		seq.cachedTok = hit * e.cfg.BlockSize
 		e.running = append(e.running, seq)
 		seq.batch = len(e.running)
+		seq.scheduled = time.Now()
 		close(seq.admitted)
 	}
 	e.metrics.running.Set(float64(len(e.running)))

@@ -106,18 +106,22 @@ func TestMetricsNamesAndTypes(t *testing.T) {
 	complete(t, te, "warm up the histograms", 3)
 	fams := te.metrics(t)
 	want := map[string]dto.MetricType{
-		"vllm:num_requests_running":          dto.MetricType_GAUGE,
-		"vllm:num_requests_waiting":          dto.MetricType_GAUGE,
-		"vllm:kv_cache_usage_perc":           dto.MetricType_GAUGE,
-		"vllm:prefix_cache_queries_total":    dto.MetricType_COUNTER,
-		"vllm:prefix_cache_hits_total":       dto.MetricType_COUNTER,
-		"vllm:prompt_tokens_total":           dto.MetricType_COUNTER,
-		"vllm:generation_tokens_total":       dto.MetricType_COUNTER,
-		"vllm:time_to_first_token_seconds":   dto.MetricType_HISTOGRAM,
-		"vllm:time_per_output_token_seconds": dto.MetricType_HISTOGRAM,
-		"vllm:e2e_request_latency_seconds":   dto.MetricType_HISTOGRAM,
-		"vllm:lora_requests_info":            dto.MetricType_GAUGE,
-		"vllm:cache_config_info":             dto.MetricType_GAUGE,
+		"vllm:num_requests_running":           dto.MetricType_GAUGE,
+		"vllm:num_requests_waiting":           dto.MetricType_GAUGE,
+		"vllm:kv_cache_usage_perc":            dto.MetricType_GAUGE,
+		"vllm:prefix_cache_queries_total":     dto.MetricType_COUNTER,
+		"vllm:prefix_cache_hits_total":        dto.MetricType_COUNTER,
+		"vllm:prompt_tokens_total":            dto.MetricType_COUNTER,
+		"vllm:generation_tokens_total":        dto.MetricType_COUNTER,
+		"vllm:time_to_first_token_seconds":    dto.MetricType_HISTOGRAM,
+		"vllm:time_per_output_token_seconds":  dto.MetricType_HISTOGRAM,
+		"vllm:e2e_request_latency_seconds":    dto.MetricType_HISTOGRAM,
+		"vllm:request_queue_time_seconds":     dto.MetricType_HISTOGRAM,
+		"vllm:request_prefill_time_seconds":   dto.MetricType_HISTOGRAM,
+		"vllm:request_decode_time_seconds":    dto.MetricType_HISTOGRAM,
+		"vllm:request_inference_time_seconds": dto.MetricType_HISTOGRAM,
+		"vllm:lora_requests_info":             dto.MetricType_GAUGE,
+		"vllm:cache_config_info":              dto.MetricType_GAUGE,
 	}
 	for name, typ := range want {
 		f, ok := fams[name]
@@ -140,6 +144,110 @@ func TestMetricsNamesAndTypes(t *testing.T) {
 	}
 	if value(t, fams, "vllm:time_per_output_token_seconds") != 2 || value(t, fams, "vllm:e2e_request_latency_seconds") != 1 {
 		t.Error("histograms did not observe the request")
+	}
+	for _, name := range []string{"vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds"} {
+		if got := label(fams, name, "model_name"); got != "llama-3-8b" {
+			t.Errorf("%s model_name label = %q", name, got)
+		}
+	}
+	checkPhaseInvariants(t, requestPhases(t, fams), 1)
+}
+
+func TestQueueTimeIsTheWaitForASlot(t *testing.T) {
+	cfg := fastConfig()
+	cfg.MaxNumSeqs = 1
+	cfg.InterTokenLatency = time.Second // 10ms per token at this scale
+	te := startEngine(t, cfg)
+	// A sequence admitted directly holds the only slot without being measured, so the
+	// histograms see just the completion queued behind it.
+	holder, err := te.engine.admit(context.Background(), "holds the only slot", 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := te.client.Completions.New(context.Background(), openai.CompletionNewParams{
+			Model:     "llama-3-8b",
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("queued behind the holder")},
+			MaxTokens: openai.Int(3),
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for value(t, te.metrics(t), "vllm:num_requests_waiting") != 1 {
+		if time.Now().After(deadline) {
+			te.engine.finish(holder)
+			t.Fatal("the completion never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const hold = 30 * time.Millisecond
+	time.Sleep(hold)
+	te.engine.finish(holder)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	p := requestPhases(t, te.metrics(t))
+	checkPhaseInvariants(t, p, 1)
+	// Timers never fire early, so the modelled delays are lower bounds of the measured ones.
+	if p.queue.sum < hold.Seconds() {
+		t.Errorf("queue time %vs, want at least the %v the slot was held", p.queue.sum, hold)
+	}
+	if p.ttft.sum < p.queue.sum+p.prefill.sum {
+		t.Errorf("ttft %vs does not include queue %vs and prefill %vs", p.ttft.sum, p.queue.sum, p.prefill.sum)
+	}
+	if want := 2 * te.engine.delay(cfg.InterTokenLatency); p.decode.sum < want.Seconds() {
+		t.Errorf("decode time %vs, want at least two inter-token latencies (%v)", p.decode.sum, want)
+	}
+}
+
+func TestPrefillTimeGrowsWithUncachedTokens(t *testing.T) {
+	cfg := fastConfig()
+	cfg.PrefillPerToken = 20 * time.Millisecond // 1024 cold tokens take ~205ms at this scale
+	te := startEngine(t, cfg)
+	prompt := strings.Repeat("abcdefgh", 512) // 1024 tokens = 64 blocks
+
+	cold := complete(t, te, prompt, 1)
+	p := requestPhases(t, te.metrics(t))
+	coldPrefill := p.prefill.sum
+	warm := complete(t, te, prompt+" and a new question", 1)
+	p = requestPhases(t, te.metrics(t))
+	warmPrefill := p.prefill.sum - coldPrefill
+	checkPhaseInvariants(t, p, 2)
+
+	coldUncached := int(cold.Usage.PromptTokens - cold.Usage.PromptTokensDetails.CachedTokens)
+	warmUncached := int(warm.Usage.PromptTokens - warm.Usage.PromptTokensDetails.CachedTokens)
+	if coldUncached != 1024 || warmUncached >= 16 {
+		t.Fatalf("uncached tokens cold %d, warm %d: want 1024 and less than a block", coldUncached, warmUncached)
+	}
+	if want := te.engine.delay(te.engine.prefillTime(coldUncached, 1)); coldPrefill < want.Seconds() {
+		t.Errorf("cold prefill time %vs, want at least the modelled %v", coldPrefill, want)
+	}
+	if want := te.engine.delay(te.engine.prefillTime(warmUncached, 1)); warmPrefill < want.Seconds() {
+		t.Errorf("warm prefill time %vs, want at least the modelled %v", warmPrefill, want)
+	}
+	// The modelled times differ by ~200ms, a margin no scheduling hiccup should close.
+	if warmPrefill >= coldPrefill {
+		t.Errorf("warm prefill time %vs is not less than cold %vs", warmPrefill, coldPrefill)
+	}
+	if p.decode.sum != 0 {
+		t.Errorf("one-token completions decoded for %vs, want 0", p.decode.sum)
+	}
+}
+
+func TestEncodeObservesPhasesWithoutDecode(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	if status, body := te.post(t, "/v1/embeddings", map[string]any{"model": "llama-3-8b", "input": []string{"one", "two"}}); status != http.StatusOK {
+		t.Fatalf("embeddings: %d %s", status, body)
+	}
+	p := requestPhases(t, te.metrics(t))
+	checkPhaseInvariants(t, p, 2)
+	if p.decode.sum != 0 || p.prefill.sum <= 0 {
+		t.Errorf("prefill %vs, decode %vs: want all of inference in prefill", p.prefill.sum, p.decode.sum)
+	}
+	if p.ttft.count != 0 {
+		t.Errorf("encode requests observed %d times to first token, want none", p.ttft.count)
 	}
 }
 

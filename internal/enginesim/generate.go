@@ -49,9 +49,17 @@ func (e *Engine) prefill(ctx context.Context, g generation, outputTokens int) (*
 	return seq, res, nil
 }
 
-// succeeded records a request that started at start and finished for reason.
-func (e *Engine) succeeded(start time.Time, reason string) {
+// succeeded records a request that arrived at start, ran as seq, produced its first token
+// at first and its last at last, and finished for reason. Like vLLM V1 it splits the
+// request into phases: queued (joined the waiting queue) to scheduled is the queue time,
+// scheduled to first token the prefill time, first to last token the decode time, and
+// scheduled to last token the inference time.
+func (e *Engine) succeeded(start time.Time, seq *sequence, first, last time.Time, reason string) {
 	e.metrics.e2eLatency.Observe(time.Since(start).Seconds())
+	e.metrics.queueTime.Observe(seq.scheduled.Sub(seq.queued).Seconds())
+	e.metrics.prefillTime.Observe(first.Sub(seq.scheduled).Seconds())
+	e.metrics.decodeTime.Observe(last.Sub(first).Seconds())
+	e.metrics.inferenceTime.Observe(last.Sub(seq.scheduled).Seconds())
 	e.metrics.requestSuccess.WithLabelValues(reason).Inc()
 }
 
@@ -70,8 +78,10 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 	if g.maxTokens <= 0 {
 		res.finishReason = "stop"
 	}
-	last := time.Now()
-	e.metrics.ttft.Observe(last.Sub(start).Seconds())
+	// TTFT counts from the request's arrival, queueing included, as vLLM's does.
+	first := time.Now()
+	last := first
+	e.metrics.ttft.Observe(first.Sub(start).Seconds())
 	for i := range outputTokens {
 		if i > 0 {
 			itl := time.Duration(float64(e.cfg.InterTokenLatency) * (1 + e.cfg.DecodeBatchFactor*float64(e.batchSize()-1)))
@@ -88,13 +98,14 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 			return res, err
 		}
 	}
-	e.succeeded(start, res.finishReason)
+	e.succeeded(start, seq, first, last, res.finishReason)
 	return res, nil
 }
 
 // encode runs prompt-only requests (embeddings, scores) through the engine model, all at
 // once as vLLM schedules a batch of prompts: each waits for a slot, is prefilled and counts
-// as a request finished with reason "stop". It returns each prompt's token count.
+// as a request finished with reason "stop" whose running phase is all prefill (its decode
+// time is 0). It returns each prompt's token count.
 func (e *Engine) encode(ctx context.Context, prompts []string, adapter string) ([]int, error) {
 	tokens := make([]int, len(prompts))
 	g, ctx := errgroup.WithContext(ctx)
@@ -105,8 +116,9 @@ func (e *Engine) encode(ctx context.Context, prompts []string, adapter string) (
 			if err != nil {
 				return err
 			}
+			done := time.Now()
 			e.finish(seq)
-			e.succeeded(start, "stop")
+			e.succeeded(start, seq, done, done, "stop")
 			tokens[i] = res.promptTokens
 			return nil
 		})

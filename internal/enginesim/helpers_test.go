@@ -207,3 +207,56 @@ func label(fams map[string]*dto.MetricFamily, name, key string) string {
 	}
 	return ""
 }
+
+// histogram returns the count and sum of a histogram family's first series.
+func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string) (count uint64, sum float64) {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok || len(f.GetMetric()) == 0 || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("histogram %s missing", name)
+	}
+	h := f.GetMetric()[0].GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
+}
+
+// phases are the request-phase histograms of one scrape, each as its count and sum.
+type phases struct {
+	e2e, ttft, queue, prefill, decode, inference struct {
+		count uint64
+		sum   float64
+	}
+}
+
+// requestPhases reads the request-phase histograms.
+func requestPhases(t *testing.T, fams map[string]*dto.MetricFamily) phases {
+	t.Helper()
+	var p phases
+	p.e2e.count, p.e2e.sum = histogram(t, fams, "vllm:e2e_request_latency_seconds")
+	p.ttft.count, p.ttft.sum = histogram(t, fams, "vllm:time_to_first_token_seconds")
+	p.queue.count, p.queue.sum = histogram(t, fams, "vllm:request_queue_time_seconds")
+	p.prefill.count, p.prefill.sum = histogram(t, fams, "vllm:request_prefill_time_seconds")
+	p.decode.count, p.decode.sum = histogram(t, fams, "vllm:request_decode_time_seconds")
+	p.inference.count, p.inference.sum = histogram(t, fams, "vllm:request_inference_time_seconds")
+	return p
+}
+
+// checkPhaseInvariants checks what holds by construction for finished requests: each
+// phase histogram observed every request, inference is prefill plus decode, and the
+// end-to-end latency covers queueing and inference.
+func checkPhaseInvariants(t *testing.T, p phases, requests uint64) {
+	t.Helper()
+	for name, n := range map[string]uint64{
+		"e2e": p.e2e.count, "queue": p.queue.count, "prefill": p.prefill.count,
+		"decode": p.decode.count, "inference": p.inference.count,
+	} {
+		if n != requests {
+			t.Errorf("%s observed %d requests, want %d", name, n, requests)
+		}
+	}
+	if d := p.inference.sum - (p.prefill.sum + p.decode.sum); d > 1e-6 || d < -1e-6 {
+		t.Errorf("inference %vs is not prefill %vs + decode %vs", p.inference.sum, p.prefill.sum, p.decode.sum)
+	}
+	if p.e2e.sum < p.queue.sum+p.inference.sum {
+		t.Errorf("e2e %vs is less than queue %vs + inference %vs", p.e2e.sum, p.queue.sum, p.inference.sum)
+	}
+}

@@ -21,9 +21,21 @@ type engineMetrics struct {
 	ttft             prometheus.Observer
 	timePerOutputTok prometheus.Observer
 	e2eLatency       prometheus.Observer
+	queueTime        prometheus.Observer
+	prefillTime      prometheus.Observer
+	decodeTime       prometheus.Observer
+	inferenceTime    prometheus.Observer
 	loraInfo         *prometheus.GaugeVec
 	requestSuccess   *prometheus.CounterVec
 	maxLoRAs         string
+}
+
+// requestPhaseBuckets are the buckets of the request-phase histograms (queue, prefill,
+// decode, inference): vLLM's request-latency buckets, preceded by finer ones for the
+// millisecond phases of a fast or time-scaled engine.
+var requestPhaseBuckets = []float64{
+	0.001, 0.005, 0.01, 0.02, 0.05, 0.1,
+	0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680,
 }
 
 func newEngineMetrics(cfg Config) *engineMetrics {
@@ -59,6 +71,14 @@ func newEngineMetrics(cfg Config) *engineMetrics {
 			[]float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}),
 		e2eLatency: histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
 			[]float64{0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60}),
+		queueTime: histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+			requestPhaseBuckets),
+		prefillTime: histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+			requestPhaseBuckets),
+		decodeTime: histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+			requestPhaseBuckets),
+		inferenceTime: histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+			requestPhaseBuckets),
 		loraInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "vllm:lora_requests_info", Help: "Running stats on lora requests.",
 		}, []string{"running_lora_adapters", "waiting_lora_adapters", "max_lora"}),

@@ -348,6 +348,10 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response) {
 	x.matched.Rule.Filters.ModifyResponse(h)
 	x.w.WriteHeader(resp.StatusCode)
 	flusher := http.NewResponseController(x.w)
+	var usage *openai.UsageScanner // the engine's word on the prompt, for the router
+	if resp.StatusCode == http.StatusOK && target.WantsReport() {
+		usage = new(openai.UsageScanner)
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
@@ -356,14 +360,29 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response) {
 				return // the client went away; its context cancels the upstream request
 			}
 			_ = flusher.Flush()
+			if usage != nil {
+				_, _ = usage.Write(buf[:n])
+			}
 		}
 		if err == io.EOF {
+			reportUsage(target, usage)
 			return
 		}
 		if err != nil {
 			x.upstreamDied(target.Pod)
 			return
 		}
+	}
+}
+
+// reportUsage passes the usage the engine's answer ended with, if usage watched it and found
+// the cached tokens, to the router that chose target.
+func reportUsage(target *routing.Target, usage *openai.UsageScanner) {
+	if usage == nil {
+		return
+	}
+	if u, ok := usage.Usage(); ok {
+		target.Report(routing.Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens})
 	}
 }
 

@@ -43,9 +43,25 @@ type Picker interface {
 
 // Learner is implemented by algorithms that learn from each routed request, such as a
 // prefix index or a session table. Learn is called once per request, after the chosen
-// endpoint has been reserved.
+// endpoint has been reserved. It returns a Receipt when what it learnt can be corrected
+// by what the engine reports about the request, nil otherwise.
 type Learner interface {
-	Learn(rc *RoutingContext, chosen *cache.Pod)
+	Learn(rc *RoutingContext, chosen *cache.Pod) Receipt
+}
+
+// Receipt lets the engine's report on one routed request correct what a Learner learnt
+// from it, such as prefix blocks the index expected the engine to hold.
+type Receipt interface {
+	// Settle is called at most once, when the engine's answer reported u.
+	Settle(u Usage)
+}
+
+// Usage is what an engine reported about the prompt of a request it served.
+type Usage struct {
+	// PromptTokens is the prompt's length in the engine's tokens.
+	PromptTokens int64
+	// CachedTokens is how many of them the engine's prefix cache held.
+	CachedTokens int64
 }
 
 // Random returns an integer in [0, n); it MUST be safe for concurrent use. Algorithms

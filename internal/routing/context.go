@@ -134,9 +134,26 @@ type Target struct {
 	Pod *cache.Pod
 
 	reservation *cache.Reservation
+	// receipt, if set, is the routing algorithm's, settled by Report.
+	receipt Receipt
 	// onRelease, if set, runs after the reservation is released (the queue's wake-up).
 	onRelease func()
 	once      sync.Once
+	reported  sync.Once
+}
+
+// WantsReport reports whether Report would tell the routing algorithm anything, so that
+// a caller reads the engine's usage only when it counts.
+func (t *Target) WantsReport() bool { return t.receipt != nil }
+
+// Report passes what the engine reported about the request's prompt on to the routing
+// algorithm that chose the target, so that it can correct what it learnt. Only the first
+// call has an effect; it is safe from any goroutine, before or after Release.
+func (t *Target) Report(u Usage) {
+	if t.receipt == nil {
+		return
+	}
+	t.reported.Do(func() { t.receipt.Settle(u) })
 }
 
 // Release ends the reservation, adding tokensOut generated tokens to the counters. Only

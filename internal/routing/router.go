@@ -83,10 +83,11 @@ func (s selector) selectAndReserve(rc *RoutingContext) (*Target, error) {
 			limit = s.opts.MaxInFlight
 		}
 		if res, ok := s.opts.Reserver.TryReserve(rc.Model, cands[i].Pod, limit, rc.PromptTokens); ok {
+			t := &Target{Pod: cands[i].Pod, reservation: res}
 			if s.learner != nil {
-				s.learner.Learn(rc, cands[i].Pod)
+				t.receipt = s.learner.Learn(rc, cands[i].Pod)
 			}
-			return &Target{Pod: cands[i].Pod, reservation: res}, nil
+			return t, nil
 		}
 	}
 	return nil, errAllBusy

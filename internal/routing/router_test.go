@@ -49,10 +49,11 @@ type learning struct {
 	learned []string
 }
 
-func (l *learning) Learn(_ *routing.RoutingContext, chosen *cache.Pod) {
+func (l *learning) Learn(_ *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.learned = append(l.learned, chosen.Key.Name)
+	return nil
 }
 
 func TestRouterOutcomes(t *testing.T) {

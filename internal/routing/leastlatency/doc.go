@@ -1,32 +1,25 @@
 // Package leastlatency implements the least-latency routing strategy: each request goes
 // to the candidate expected to complete it soonest, given the engine's queue, its
-// observed prefill and decode speeds, and the request's own prompt and completion
-// lengths.
+// recent prefill and decode speeds, and the request's own prompt and completion lengths.
 //
-// For candidate i with fresh metrics m, our in-flight count f, and a request with P
-// prompt tokens (Request.PromptTokens) and N completion tokens (Request.MaxTokens, or
-// DefaultMaxTokens when the request does not say), the expected latency in seconds is
+// The estimate is internal/routing/ttft's model without a prefix term: for a request
+// with P prompt tokens (Request.PromptTokens) and N completion tokens (Request.MaxTokens,
+// or DefaultMaxTokens when the request does not say),
 //
-//	latency = queue + prefill + decode
-//	queue   = ahead / max(m.Running, 1) × service
-//	ahead   = m.Waiting + max(0, f − m.Running − m.Waiting)
-//	prefill = P × m.TTFT.Sum / m.PromptTokens
-//	decode  = N × m.TPOT.Mean()
-//	service = m.E2E.Mean()
+//	latency = wait + P × prefill-per-token + N × decode-per-token
 //
-// ahead counts the requests the engine has queued plus those we sent that its last
-// scrape does not show yet; the engine works through them about max(Running, 1) at a
-// time, each taking its mean end-to-end latency. The per-token prefill time is total
-// time-to-first-token over total prompt tokens, so it includes the engine's queueing as
-// observed. An endpoint is observed when its TTFT, TPOT and E2E histograms have
-// observations and its prompt-token counter is positive; an endpoint with fresh metrics
-// that is not observed yet (typically a new, idle one) is estimated with the mean
-// per-token times and service time of the observed candidates, so that it gets traffic.
+// where wait is the time until the engine runs the request (ttft.Estimator.Wait: the
+// requests beyond its learnt slots, or queued and sent since the last scrape, each
+// freeing a slot after the engine's recent service time over its slots), and the rates
+// are those the engine showed over the last seconds of scrapes (endpoint.Profile, built
+// from the differences between scrapes, not lifetime means). An endpoint with fresh
+// metrics whose speed is not learnt yet (a new, idle one) is estimated with the mean
+// speed of the learnt candidates, so that it gets traffic.
 //
 // Candidates whose metrics are missing or stale are unknown and skipped: they are never
 // picked and score below every known candidate. When every candidate is unknown, or no
-// candidate is observed, the strategy returns routing.ErrUndecided and the policy's
-// fallback decides.
+// candidate's speed is learnt, the strategy returns routing.ErrUndecided and the
+// policy's fallback decides.
 //
 // The package owns only the estimate, scored by a routing.Scorer: it does not pick the
 // highest score (routing.Highest does, ties broken at random, as the strategies registry

@@ -23,15 +23,13 @@ type pod struct {
 	missing, stale bool
 }
 
-// metrics returns engine metrics showing p's speed and queue.
+// metrics returns engine metrics showing p's speed, as learnt from many scrapes, and its
+// queue.
 func (p pod) metrics() endpoint.Metrics {
 	m := endpoint.Metrics{Running: p.running, Waiting: p.waiting}
 	if p.prefill != 0 || p.decode != 0 || p.service != 0 {
-		const requests, promptTokens = 10, 1000
-		m.PromptTokens = promptTokens
-		m.TTFT = endpoint.Histogram{Count: requests, Sum: p.prefill * promptTokens}
-		m.TPOT = endpoint.Histogram{Count: 100, Sum: p.decode * 100}
-		m.E2E = endpoint.Histogram{Count: requests, Sum: p.service * requests}
+		m.Profile = endpoint.Profile{PrefillPerToken: p.prefill, DecodePerToken: p.decode, Service: p.service,
+			PrefilledTokens: 1e6, Requests: 1e3}
 	}
 	if p.stale {
 		m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
@@ -55,20 +53,21 @@ func TestScoreIsMinusExpectedLatency(t *testing.T) {
 	busy := pod{prefill: 0.001, decode: 0.02, service: 3, running: 4, waiting: 2}
 	pods := []pod{
 		busy, // queue 2/4×3 = 1.5, prefill 500×0.001 = 0.5, decode 100×0.02 = 2
-		{prefill: 0.001, decode: 0.02, service: 3, inFlight: 3}, // 3 unreported requests ahead, one at a time: 9 + 0.5 + 2
-		{},              // fresh, not observed, idle: the fleet's mean speed, no queue: 0.5 + 2
+		{prefill: 0.001, decode: 0.02, service: 3, inFlight: 3}, // 3 requests sent since the scrape, one at a time: 9 + 0.5 + 2
+		{},              // fresh, not learnt, idle: the fleet's mean speed, no queue
 		{missing: true}, // unknown: below the lowest known
 		{stale: true},   // unknown too
-		{running: 1, prefill: 0.002, decode: 0.01, service: 1}, // no queue: 1 + 1
+		{running: 1, prefill: 0.004, decode: 0.08, service: 12}, // no queue: 2 + 8
 	}
 	rc := contextOver(pods, routing.Request{PromptTokens: 500, MaxTokens: 100})
 	scores := make([]float64, len(pods))
 	if err := leastlatency.New().Score(rc, routingtest.Candidates(rc), scores); err != nil {
 		t.Fatalf("Score: %v", err)
 	}
-	// The unobserved pod gets the mean of the three observed speeds.
-	meanPrefill, meanDecode := (0.001+0.001+0.002)/3, (0.02+0.02+0.01)/3
-	want := []float64{-4, -11.5, -(500*meanPrefill + 100*meanDecode), -12.5, -12.5, -2}
+	// The speeds of the learnt pods differ from their mean by more than half again, so
+	// each keeps its own; the pod not learnt yet gets the mean of the three.
+	meanPrefill, meanDecode := (0.001+0.001+0.004)/3, (0.02+0.02+0.08)/3
+	want := []float64{-4, -11.5, -(500*meanPrefill + 100*meanDecode), -12.5, -12.5, -10}
 	for i := range want {
 		if math.Abs(scores[i]-want[i]) > 1e-9 {
 			t.Errorf("scores[%d] = %v, want %v", i, scores[i], want[i])
@@ -78,7 +77,7 @@ func TestScoreIsMinusExpectedLatency(t *testing.T) {
 
 func TestPick(t *testing.T) {
 	fastDecode := pod{prefill: 0.001, decode: 0.01, service: 1, running: 1, waiting: 1}
-	slowDecode := pod{prefill: 0.001, decode: 0.03, service: 1}
+	slowDecode := pod{prefill: 0.001, decode: 0.04, service: 1}
 	fastPrefill := pod{prefill: 0.0001, decode: 0.02, service: 1, running: 1, waiting: 1}
 	slowPrefill := pod{prefill: 0.002, decode: 0.02, service: 1}
 	tests := []struct {
@@ -90,14 +89,14 @@ func TestPick(t *testing.T) {
 	}{
 		{name: "shorter engine queue", req: routing.Request{PromptTokens: 100},
 			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 2, waiting: 5}, {prefill: 0.001, decode: 0.02, service: 2, running: 2}}, want: 1},
-		{name: "our unreported requests count as queued", req: routing.Request{PromptTokens: 100},
+		{name: "requests sent since the scrape count as queued", req: routing.Request{PromptTokens: 100},
 			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 2, inFlight: 5}, {prefill: 0.001, decode: 0.02, service: 2, running: 2, inFlight: 2}}, want: 1},
 		{name: "long completion: faster decode despite a queue", req: routing.Request{MaxTokens: 1000},
 			pods: []pod{slowDecode, fastDecode}, want: 1},
 		{name: "short completion: no queue despite slower decode", req: routing.Request{MaxTokens: 10},
 			pods: []pod{slowDecode, fastDecode}, want: 0},
 		{name: "default completion length is 128 tokens", req: routing.Request{},
-			pods: []pod{slowDecode, fastDecode}, want: 1}, // 128×0.03 = 3.84 > 1 + 1.28
+			pods: []pod{slowDecode, fastDecode}, want: 1}, // 128×0.04 = 5.12 > 1 + 1.28
 		{name: "long prompt: faster prefill despite a queue", req: routing.Request{PromptTokens: 4000, MaxTokens: 1},
 			pods: []pod{slowPrefill, fastPrefill}, want: 1},
 		{name: "short prompt: no queue despite slower prefill", req: routing.Request{PromptTokens: 10, MaxTokens: 1},

@@ -60,7 +60,7 @@ func BenchmarkPrefixIndex(b *testing.B) {
 	for i := range keys {
 		keys[i] = routingtest.Key(i)
 		fresh(fill)
-		ix.Add(keys[i], fill)
+		ix.Add(keys[i], fill, prefixcache.Engine{})
 	}
 	for _, size := range promptSizes {
 		blocks := size.bytes / (prefixcache.DefaultBlockSize * 4)
@@ -70,16 +70,16 @@ func BenchmarkPrefixIndex(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				fresh(hashes)
-				ix.Add(keys[i%endpoints], hashes)
+				ix.Add(keys[i%endpoints], hashes, prefixcache.Engine{})
 				i++
 			}
 		})
 		b.Run("match/prompt="+size.name, func(b *testing.B) {
 			fresh(hashes)
-			ix.Add(keys[0], hashes)
+			ix.Add(keys[0], hashes, prefixcache.Engine{})
 			b.ReportAllocs()
 			for b.Loop() {
-				if n := ix.Match(keys[0], hashes); n != blocks {
+				if n := ix.Match(keys[0], hashes, 0); n != blocks {
 					b.Fatalf("matched %d blocks, want %d", n, blocks)
 				}
 			}
@@ -162,7 +162,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 					hashes[i] = next
 					next++
 				}
-				ix.Add(routingtest.Key(e), hashes)
+				ix.Add(routingtest.Key(e), hashes, prefixcache.Engine{})
 			}
 		}
 		runtime.GC()

@@ -7,18 +7,32 @@ import (
 )
 
 // Index remembers, for each endpoint, a bounded set of the prompt block hashes recently
-// routed to it, forgetting the least recently added hashes first. Create it with
-// NewIndex; it is safe for concurrent use.
+// routed to it, forgetting the least recently added hashes first, as the engine's own
+// prefix cache evicts. Create it with NewIndex; it is safe for concurrent use.
+//
+// Each endpoint's set belongs to one epoch of its engine (endpoint.Profile.Epoch): a set
+// learnt before the engine restarted matches nothing and is cleared by the next Add. Each
+// hash carries the tick of its last touch, so that Trim can forget everything the engine
+// must have evicted before a given hash.
 //
 // Synchronisation model: the endpoint table is a sync.Map, whose lookups take no lock;
 // entries are added by the first Add for an endpoint and removed by Forget. Each
-// endpoint's set has its own RWMutex: Add holds it for writing while it inserts one
-// prompt's hashes, Match holds it for reading while it scans one prompt's hashes. No
-// lock is held across endpoints, so scoring many endpoints never blocks on a global
-// lock, and Adds to different endpoints never contend.
+// endpoint's set has its own RWMutex: Add and Trim hold it for writing, Match and Ticks
+// for reading while they scan one prompt's hashes. No lock is held across endpoints, so
+// scoring many endpoints never blocks on a global lock, and Adds to different endpoints
+// never contend.
 type Index struct {
 	maxBlocks int
 	endpoints sync.Map // endpoint.Key → *blockLRU
+}
+
+// Engine is what the index is told about an endpoint's engine when it learns.
+type Engine struct {
+	// Epoch is the engine's restart count; hashes learnt in another epoch are void.
+	Epoch uint64
+	// MaxBlocks bounds the endpoint's hashes below the index's bound, such as the blocks
+	// the engine's KV cache can hold; 0 or more than the index's bound means that bound.
+	MaxBlocks int
 }
 
 // NewIndex returns an empty index that keeps at most maxBlocksPerEndpoint hashes per
@@ -30,43 +44,97 @@ func NewIndex(maxBlocksPerEndpoint int) *Index {
 	return &Index{maxBlocks: maxBlocksPerEndpoint}
 }
 
-// Add records that endpoint k has been sent a prompt with the given chained block
-// hashes. It marks the hashes most recently used, the first block the most recent of
-// all, so that when the endpoint's set is full the ends of old prompts are forgotten
-// before their beginnings, which other prompts are likelier to share. If hashes has more
-// entries than the bound, only its leading ones are kept.
-func (ix *Index) Add(k endpoint.Key, hashes []uint64) {
+// Add records that endpoint k, whose engine is e, has been sent a prompt with the given
+// chained block hashes. It marks the hashes most recently used, the first block the most
+// recent of all, so that when the endpoint's set is full the ends of old prompts are
+// forgotten before their beginnings, which other prompts are likelier to share. If
+// hashes has more entries than the bound, only its leading ones are kept.
+func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	if len(hashes) == 0 {
 		return
 	}
 	set, ok := ix.lookup(k)
 	if !ok {
-		v, _ := ix.endpoints.LoadOrStore(k, newBlockLRU())
+		v, _ := ix.endpoints.LoadOrStore(k, newBlockLRU(e.Epoch))
 		set = v.(*blockLRU)
+	}
+	bound := ix.maxBlocks
+	if e.MaxBlocks > 0 && e.MaxBlocks < bound {
+		bound = e.MaxBlocks
 	}
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	if set.epoch != e.Epoch {
+		set.clear(e.Epoch)
+	}
+	set.shrink(bound)
 	for i := len(hashes) - 1; i >= 0; i-- {
-		set.touch(hashes[i], ix.maxBlocks)
+		set.touch(hashes[i], bound)
 	}
 }
 
-// Match returns the number of leading hashes that endpoint k holds: n such that it
-// holds hashes[0..n) but not hashes[n]. It returns 0 for an unknown endpoint and does
-// not change recency.
-func (ix *Index) Match(k endpoint.Key, hashes []uint64) int {
+// Match returns the number of leading hashes that endpoint k holds in epoch: n such that
+// it holds hashes[0..n) but not hashes[n]. It returns 0 for an unknown endpoint or
+// another epoch and does not change recency.
+func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 	set, ok := ix.lookup(k)
 	if !ok {
 		return 0
 	}
 	set.mu.RLock()
 	defer set.mu.RUnlock()
+	if set.epoch != epoch {
+		return 0
+	}
 	for n, h := range hashes {
 		if _, held := set.slots[h]; !held {
 			return n
 		}
 	}
 	return len(hashes)
+}
+
+// Ticks appends to dst the tick of the last touch of each leading hash endpoint k holds
+// in epoch, stopping at the first it does not hold.
+func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
+	set, ok := ix.lookup(k)
+	if !ok {
+		return dst
+	}
+	set.mu.RLock()
+	defer set.mu.RUnlock()
+	if set.epoch != epoch {
+		return dst
+	}
+	for _, h := range hashes {
+		i, held := set.slots[h]
+		if !held {
+			break
+		}
+		dst = append(dst, set.nodes[i].tick)
+	}
+	return dst
+}
+
+// Trim forgets every hash of endpoint k, in epoch, last touched at or before tick: what
+// an engine evicting least recently used blocks first has evicted once it evicted a
+// block last touched then. It returns the number of hashes forgotten.
+func (ix *Index) Trim(k endpoint.Key, epoch, tick uint64) int {
+	set, ok := ix.lookup(k)
+	if !ok {
+		return 0
+	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.epoch != epoch {
+		return 0
+	}
+	n := 0
+	for set.tail != nilNode && set.nodes[set.tail].tick <= tick {
+		set.evictTail()
+		n++
+	}
+	return n
 }
 
 // Blocks returns the number of hashes endpoint k holds.
@@ -107,50 +175,85 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 
 // blockLRU is one endpoint's bounded set of block hashes. Its nodes form a doubly linked
 // recency list threaded through a slice by index, most recent at head; slots maps each
-// held hash to its node. Index-linked nodes cost 16 bytes per hash and no allocation per
-// insertion, against one pointer-linked entry allocation per insertion in a
-// general-purpose LRU. mu guards every other field.
+// held hash to its node, and free lists the nodes of evicted hashes for reuse.
+// Index-linked nodes cost 24 bytes per hash and no allocation per insertion, against one
+// pointer-linked entry allocation per insertion in a general-purpose LRU. Ticks grow
+// along the list from tail to head. mu guards every other field.
 type blockLRU struct {
 	mu         sync.RWMutex
+	epoch      uint64
+	tick       uint64 // the last tick handed out
 	slots      map[uint64]int32
 	nodes      []lruNode
+	free       []int32
 	head, tail int32 // most and least recently used node; nilNode when empty
 }
 
-// lruNode is one held hash and its neighbours in the recency list.
+// lruNode is one held hash, the tick of its last touch and its neighbours in the recency
+// list.
 type lruNode struct {
 	hash       uint64
+	tick       uint64
 	prev, next int32 // towards head and towards tail; nilNode at the ends
 }
 
 // nilNode marks the absence of a node.
 const nilNode = -1
 
-func newBlockLRU() *blockLRU {
-	return &blockLRU{slots: make(map[uint64]int32), head: nilNode, tail: nilNode}
+func newBlockLRU(epoch uint64) *blockLRU {
+	return &blockLRU{epoch: epoch, slots: make(map[uint64]int32), head: nilNode, tail: nilNode}
+}
+
+// clear empties the set for a new epoch of its engine, keeping its allocations. The
+// caller holds l.mu for writing.
+func (l *blockLRU) clear(epoch uint64) {
+	l.epoch = epoch
+	clear(l.slots)
+	l.nodes, l.free = l.nodes[:0], l.free[:0]
+	l.head, l.tail = nilNode, nilNode
+}
+
+// shrink evicts least recently used hashes until at most max remain. The caller holds
+// l.mu for writing.
+func (l *blockLRU) shrink(max int) {
+	for len(l.slots) > max {
+		l.evictTail()
+	}
 }
 
 // touch makes h the most recently used hash, inserting it if absent and, when the set
 // already holds max hashes, reusing the least recently used one's node. The caller holds
 // l.mu for writing.
 func (l *blockLRU) touch(h uint64, max int) {
+	l.tick++
 	if i, ok := l.slots[h]; ok {
 		l.unlink(i)
+		l.nodes[i].tick = l.tick
 		l.pushFront(i)
 		return
 	}
+	if len(l.slots) >= max {
+		l.evictTail()
+	}
 	var i int32
-	if len(l.nodes) < max {
+	if n := len(l.free); n > 0 {
+		i, l.free = l.free[n-1], l.free[:n-1]
+	} else {
 		i = int32(len(l.nodes))
 		l.nodes = append(l.nodes, lruNode{})
-	} else {
-		i = l.tail
-		l.unlink(i)
-		delete(l.slots, l.nodes[i].hash)
 	}
-	l.nodes[i].hash = h
+	l.nodes[i].hash, l.nodes[i].tick = h, l.tick
 	l.slots[h] = i
 	l.pushFront(i)
+}
+
+// evictTail forgets the least recently used hash, whose node becomes free. The set is
+// not empty; the caller holds l.mu for writing.
+func (l *blockLRU) evictTail() {
+	i := l.tail
+	l.unlink(i)
+	delete(l.slots, l.nodes[i].hash)
+	l.free = append(l.free, i)
 }
 
 // unlink removes node i from the recency list.

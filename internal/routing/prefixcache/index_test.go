@@ -21,9 +21,9 @@ func chain(first uint64, n int) []uint64 {
 func TestIndexMatch(t *testing.T) {
 	a, b := routingtest.Key(0), routingtest.Key(1)
 	ix := prefixcache.NewIndex(100)
-	ix.Add(a, []uint64{1, 2, 3})
-	ix.Add(a, []uint64{1, 2, 7, 8})
-	ix.Add(b, []uint64{5, 6})
+	ix.Add(a, []uint64{1, 2, 3}, prefixcache.Engine{})
+	ix.Add(a, []uint64{1, 2, 7, 8}, prefixcache.Engine{})
+	ix.Add(b, []uint64{5, 6}, prefixcache.Engine{})
 
 	tests := []struct {
 		name   string
@@ -41,23 +41,23 @@ func TestIndexMatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ix.Match(a, tt.hashes); got != tt.wantA {
+			if got := ix.Match(a, tt.hashes, 0); got != tt.wantA {
 				t.Errorf("Match(a) = %d, want %d", got, tt.wantA)
 			}
-			if got := ix.Match(b, tt.hashes); got != tt.wantB {
+			if got := ix.Match(b, tt.hashes, 0); got != tt.wantB {
 				t.Errorf("Match(b) = %d, want %d", got, tt.wantB)
 			}
-			if got := ix.Match(routingtest.Key(2), tt.hashes); got != 0 {
+			if got := ix.Match(routingtest.Key(2), tt.hashes, 0); got != 0 {
 				t.Errorf("Match(unknown) = %d, want 0", got)
 			}
 		})
 	}
 
 	ix.Forget(a)
-	if got := ix.Match(a, []uint64{1}); got != 0 || ix.Blocks(a) != 0 {
+	if got := ix.Match(a, []uint64{1}, 0); got != 0 || ix.Blocks(a) != 0 {
 		t.Errorf("after Forget: Match = %d, Blocks = %d, want 0, 0", got, ix.Blocks(a))
 	}
-	if got := ix.Match(b, []uint64{5}); got != 1 {
+	if got := ix.Match(b, []uint64{5}, 0); got != 1 {
 		t.Errorf("Forget(a) changed b: Match = %d, want 1", got)
 	}
 }
@@ -68,22 +68,22 @@ func TestIndexBoundedLRU(t *testing.T) {
 	ix := prefixcache.NewIndex(bound)
 
 	old := chain(100, 6)
-	ix.Add(k, old)
-	ix.Add(k, chain(200, 6)) // 12 hashes offered: the last 2 of the old prompt go
+	ix.Add(k, old, prefixcache.Engine{})
+	ix.Add(k, chain(200, 6), prefixcache.Engine{}) // 12 hashes offered: the last 2 of the old prompt go
 	if got := ix.Blocks(k); got != bound {
 		t.Fatalf("Blocks = %d, want the bound %d", got, bound)
 	}
-	if got := ix.Match(k, old); got != 4 {
+	if got := ix.Match(k, old, 0); got != 4 {
 		t.Errorf("old prompt matches %d blocks, want its first 4 (its tail is evicted first)", got)
 	}
-	if got := ix.Match(k, chain(200, 6)); got != 6 {
+	if got := ix.Match(k, chain(200, 6), 0); got != 6 {
 		t.Errorf("new prompt matches %d blocks, want 6", got)
 	}
 
 	// Re-adding refreshes recency: the old prefix survives the next insertion.
-	ix.Add(k, old[:2])
-	ix.Add(k, chain(300, 4))
-	if got := ix.Match(k, old); got != 2 {
+	ix.Add(k, old[:2], prefixcache.Engine{})
+	ix.Add(k, chain(300, 4), prefixcache.Engine{})
+	if got := ix.Match(k, old, 0); got != 2 {
 		t.Errorf("refreshed old prefix matches %d blocks, want 2", got)
 	}
 	if got := ix.Blocks(k); got != bound {
@@ -92,8 +92,8 @@ func TestIndexBoundedLRU(t *testing.T) {
 
 	// A prompt longer than the bound keeps its leading blocks.
 	long := chain(1000, 3*bound)
-	ix.Add(k, long)
-	if got := ix.Match(k, long); got != bound {
+	ix.Add(k, long, prefixcache.Engine{})
+	if got := ix.Match(k, long, 0); got != bound {
 		t.Errorf("over-long prompt matches %d blocks, want its first %d", got, bound)
 	}
 }
@@ -102,9 +102,9 @@ func TestIndexBoundOfOne(t *testing.T) {
 	k := routingtest.Key(0)
 	ix := prefixcache.NewIndex(1)
 	for h := range uint64(5) {
-		ix.Add(k, []uint64{h})
-		if ix.Blocks(k) != 1 || ix.Match(k, []uint64{h}) != 1 {
-			t.Fatalf("after adding %d: Blocks = %d, Match = %d, want 1, 1", h, ix.Blocks(k), ix.Match(k, []uint64{h}))
+		ix.Add(k, []uint64{h}, prefixcache.Engine{})
+		if ix.Blocks(k) != 1 || ix.Match(k, []uint64{h}, 0) != 1 {
+			t.Fatalf("after adding %d: Blocks = %d, Match = %d, want 1, 1", h, ix.Blocks(k), ix.Match(k, []uint64{h}, 0))
 		}
 	}
 }
@@ -135,9 +135,9 @@ func TestIndexConcurrentUse(t *testing.T) {
 				hashes := chain(uint64(i%10)*100, 20)
 				switch i % 4 {
 				case 0, 1:
-					ix.Add(k, hashes)
+					ix.Add(k, hashes, prefixcache.Engine{})
 				case 2:
-					if n := ix.Match(k, hashes); n < 0 || n > len(hashes) {
+					if n := ix.Match(k, hashes, 0); n < 0 || n > len(hashes) {
 						t.Errorf("Match = %d out of [0, %d]", n, len(hashes))
 					}
 				case 3:

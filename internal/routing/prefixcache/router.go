@@ -2,12 +2,14 @@ package prefixcache
 
 import (
 	"cmp"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/ttft"
 )
 
 // Defaults applied by New to zero (or negative) Config fields.
@@ -76,9 +78,9 @@ func (c Config) withDefaults() Config {
 }
 
 // Router is the prefix-cache routing algorithm. It learns which endpoint each prompt's
-// blocks were routed to and prefers endpoints holding the longest prefix of the next
-// prompt, under the load guard described in the package documentation. Create it with
-// New; it is safe for concurrent use.
+// blocks were routed to, corrects that by what the engines report, and sends each request
+// where its first token is predicted soonest, as the package documentation describes.
+// Create it with New; it is safe for concurrent use.
 //
 // Synchronisation model: cfg and rnd are read-only after New; the index synchronises
 // itself (see Index); nextSweep is advanced by compare-and-swap, so one caller at a
@@ -104,71 +106,164 @@ func New(cfg Config, rnd routing.Random) *Router {
 	return &Router{cfg: cfg, rnd: rnd, index: NewIndex(cfg.MaxBlocksPerEndpoint)}
 }
 
-// Score sets scores[i] to the fraction, in [0, 1], of the prompt's blocks whose whole
-// prefix cands[i] holds. It returns routing.ErrUndecided when the prompt has no whole
-// block. The load guard applies as in Pick: a candidate more than LoadImbalanceThreshold
-// requests busier than the idlest scores 0, so that a weighted policy does not follow a
-// hot prefix onto an overloaded endpoint either.
+// Score sets scores[i] to minus the time to first token, in seconds, predicted for the
+// request on cands[i], so that a weighted policy weighs the prediction. A candidate left
+// out by the load guard scores -Inf. Score never returns an error.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	var buf [stackHashes]uint64
-	hashes := r.hashes(rc, buf[:0])
-	if len(hashes) == 0 {
-		return routing.ErrUndecided
-	}
-	limit := minInFlight(cands) + r.cfg.LoadImbalanceThreshold
+	var d decision
+	r.prepare(&d, rc, cands)
 	for i := range cands {
-		if cands[i].InFlight > limit {
-			scores[i] = 0 // overloaded: the load guard, as in Pick
-			continue
+		scores[i] = math.Inf(-1)
+		if t, ok := d.predict(i); ok {
+			scores[i] = -t
 		}
-		scores[i] = float64(r.index.Match(cands[i].Key, hashes)) / float64(len(hashes))
 	}
 	return nil
 }
 
-// Pick returns the least-loaded of the candidates holding the longest prefix of the
-// prompt, among the candidates that are not overloaded: a candidate with more than
-// LoadImbalanceThreshold requests in flight beyond the idlest candidate is left out, so
-// a hot prefix cannot push its favoured endpoint further ahead, while the other
-// conversations keep their endpoints. Pick returns the least-loaded candidate of all
-// when the prompt has no whole block or when the longest prefix held is less than
-// MinMatchRatio of the prompt.
-//
-// The least loaded has the fewest requests in flight; among equals, the one that has
-// been sent the fewest prompt tokens so far (cache.Load.TokensIn), so that new
-// conversations spread evenly even while every endpoint is idle; remaining ties are
-// broken uniformly at random. Pick never returns an error.
+// Pick returns the candidate whose first token is predicted soonest, among those the
+// load guard keeps: a candidate with more than LoadImbalanceThreshold requests in flight
+// beyond the idlest candidate is left out. Among equal predictions the least loaded
+// wins: the fewest requests in flight, then the fewest prompt tokens sent so far
+// (cache.Load.TokensIn), so that new conversations spread evenly while every endpoint
+// is idle; remaining ties are broken uniformly at random. Pick never returns an error.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
-	var buf [stackHashes]uint64
-	hashes := r.hashes(rc, buf[:0])
-	if len(hashes) == 0 {
-		return r.leastLoaded(cands), nil
-	}
-	limit := minInFlight(cands) + r.cfg.LoadImbalanceThreshold
+	var d decision
+	r.prepare(&d, rc, cands)
 	var best choice
 	for i := range cands {
-		if cands[i].InFlight > limit {
-			continue // overloaded: the load guard
+		if t, ok := d.predict(i); ok {
+			best.offer(i, t, &cands[i], r.rnd)
 		}
-		best.offer(i, r.index.Match(cands[i].Key, hashes), &cands[i], r.rnd)
-	}
-	if float64(best.matched)/float64(len(hashes)) < r.cfg.MinMatchRatio {
-		return r.leastLoaded(cands), nil
 	}
 	return best.index, nil
 }
 
+// decision is one request's view of its candidates: the prompt's block hashes and the
+// prediction of each candidate's time to first token.
+type decision struct {
+	r        *Router
+	rc       *routing.RoutingContext
+	cands    []routing.Candidate
+	hashes   []uint64
+	estimate ttft.Estimator
+	limit    int64 // the load guard: candidates with more requests in flight are left out
+	buf      [stackHashes]uint64
+}
+
+// prepare sets d to the view of rc over cands. d lives on its caller's stack, and with it
+// the hashes of prompts up to stackHashes blocks.
+func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routing.Candidate) {
+	d.r, d.rc, d.cands, d.estimate = r, rc, cands, ttft.New(cands)
+	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
+	d.hashes = r.hashes(rc, d.buf[:0])
+}
+
+// predict returns the predicted time to first token on candidate i, in seconds, and
+// false when the load guard leaves it out. The prompt tokens the engine is expected to
+// hold are the leading blocks the index holds for the candidate, unless they are fewer
+// than MinMatchRatio of the prompt's blocks.
+func (d *decision) predict(i int) (float64, bool) {
+	c := &d.cands[i]
+	if c.InFlight > d.limit {
+		return 0, false
+	}
+	held := 0
+	if len(d.hashes) > 0 {
+		held = d.r.index.Match(c.Key, d.hashes, epoch(c.Pod))
+		if float64(held)/float64(len(d.hashes)) < d.r.cfg.MinMatchRatio {
+			held = 0
+		}
+	}
+	uncached := d.promptTokens() - int64(held*d.r.cfg.BlockSize)
+	return d.estimate.TTFT(c, float64(uncached)), true
+}
+
+// promptTokens returns the request's estimated prompt tokens, counted from its prompt
+// when the request does not say.
+func (d *decision) promptTokens() int64 {
+	if n := d.rc.PromptTokens; n > 0 {
+		return n
+	}
+	return int64(len(d.rc.Prompt) / bytesPerToken)
+}
+
 // Learn records that the request's prompt blocks were routed to chosen, after telling
-// ObserveMatch how much of the prompt chosen already held.
-func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
+// ObserveMatch how much of the prompt chosen already held. Its Receipt, when chosen was
+// expected to hold part of the prompt, compares that with the cached tokens the engine
+// reports and trims the index where the engine held less.
+func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	r.sweep(rc.Now)
 	var buf [stackHashes]uint64
 	hashes := r.hashes(rc, buf[:0])
-	if r.cfg.ObserveMatch != nil && len(hashes) > 0 {
-		r.cfg.ObserveMatch(float64(r.index.Match(chosen.Key, hashes)) / float64(len(hashes)))
+	if len(hashes) == 0 {
+		return nil
 	}
-	r.index.Add(chosen.Key, hashes)
+	e := r.engine(chosen)
+	var rec *receipt
+	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, nil); len(held) > 0 {
+		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: held}
+	}
+	if r.cfg.ObserveMatch != nil {
+		held := 0
+		if rec != nil {
+			held = len(rec.ticks)
+		}
+		r.cfg.ObserveMatch(float64(held) / float64(len(hashes)))
+	}
+	r.index.Add(chosen.Key, hashes, e)
+	if rec == nil {
+		return nil // nothing expected, nothing to correct
+	}
+	return rec
+}
+
+// engine returns what the index is told about p's engine: its restart epoch and, when
+// the engine reports its KV-cache size, that size in the router's blocks.
+func (r *Router) engine(p *cache.Pod) Engine {
+	m := p.Metrics()
+	if m == nil {
+		return Engine{}
+	}
+	e := Engine{Epoch: m.Profile.Epoch}
+	if m.NumGPUBlocks > 0 && m.BlockSize > 0 {
+		e.MaxBlocks = max(m.NumGPUBlocks*m.BlockSize/r.cfg.BlockSize, 1)
+	}
+	return e
+}
+
+// epoch returns the restart epoch of p's engine as last scraped.
+func epoch(p *cache.Pod) uint64 {
+	if m := p.Metrics(); m != nil {
+		return m.Profile.Epoch
+	}
+	return 0
+}
+
+// receipt is what Learn expected an engine to hold of one prompt: the ticks, before the
+// request touched them, of the leading blocks the index held for it.
+type receipt struct {
+	index  *Index
+	key    endpoint.Key
+	epoch  uint64
+	blocks int      // the prompt's whole blocks
+	ticks  []uint64 // of the blocks expected held, in prompt order
+}
+
+// Settle trims the index when the engine reports fewer cached tokens than expected: the
+// first expected block it lacked was evicted, and with it, as the engine evicts least
+// recently used blocks first, every block last routed no later than that one. One block
+// of difference is forgiven, for the approximate token count of the prompt's text.
+func (rec *receipt) Settle(u routing.Usage) {
+	if u.PromptTokens <= 0 || u.CachedTokens < 0 {
+		return
+	}
+	held := int(float64(rec.blocks) * float64(min(u.CachedTokens, u.PromptTokens)) / float64(u.PromptTokens))
+	if held+1 >= len(rec.ticks) {
+		return
+	}
+	rec.index.Trim(rec.key, rec.epoch, rec.ticks[held])
 }
 
 // Forget drops everything the router learnt about endpoint k.
@@ -179,15 +274,6 @@ func (r *Router) Forget(k endpoint.Key) {
 // hashes appends the block hashes of rc's prompt to dst.
 func (r *Router) hashes(rc *routing.RoutingContext, dst []uint64) []uint64 {
 	return BlockHashes(rc.Request.Model, rc.Prompt, r.cfg.BlockSize, dst)
-}
-
-// leastLoaded returns the index of the candidate with the fewest requests in flight.
-func (r *Router) leastLoaded(cands []routing.Candidate) int {
-	var best choice
-	for i := range cands {
-		best.offer(i, 0, &cands[i], r.rnd)
-	}
-	return best.index
 }
 
 // sweep forgets the endpoints that cfg.Pods reports missing or not routable, if Pods is
@@ -216,19 +302,19 @@ func minInFlight(cands []routing.Candidate) int64 {
 	return lo
 }
 
-// choice finds the candidate with the most matched blocks, then the fewest requests in
-// flight, then the fewest prompt tokens sent so far, breaking remaining ties uniformly
-// at random by reservoir sampling. The zero value has seen no candidate.
+// choice finds the candidate with the soonest predicted first token, then the fewest
+// requests in flight, then the fewest prompt tokens sent so far, breaking remaining ties
+// uniformly at random by reservoir sampling. The zero value has seen no candidate.
 type choice struct {
 	index, ties int
-	matched     int
+	ttft        float64
 	inFlight    int64
 	tokensIn    int64
 }
 
-// offer considers candidate i, c, holding matched blocks of the prompt.
-func (best *choice) offer(i, matched int, c *routing.Candidate, rnd routing.Random) {
-	next := choice{index: i, ties: 1, matched: matched, inFlight: c.InFlight, tokensIn: c.Load().TokensIn()}
+// offer considers candidate i, c, with predicted time to first token ttft.
+func (best *choice) offer(i int, ttft float64, c *routing.Candidate, rnd routing.Random) {
+	next := choice{index: i, ties: 1, ttft: ttft, inFlight: c.InFlight, tokensIn: c.Load().TokensIn()}
 	switch order := best.compare(&next); {
 	case best.ties == 0 || order < 0:
 		*best = next
@@ -243,8 +329,8 @@ func (best *choice) offer(i, matched int, c *routing.Candidate, rnd routing.Rand
 // compare returns -1 if o is better than best, +1 if worse and 0 if they tie.
 func (best *choice) compare(o *choice) int {
 	switch {
-	case o.matched != best.matched:
-		return cmp.Compare(best.matched, o.matched)
+	case o.ttft != best.ttft:
+		return cmp.Compare(o.ttft, best.ttft)
 	case o.inFlight != best.inFlight:
 		return cmp.Compare(o.inFlight, best.inFlight)
 	default:

@@ -1,8 +1,8 @@
 package prefixcache_test
 
 import (
-	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+	"github.com/switchboard-llm/switchboard/internal/routing/ttft"
 )
 
 // harness routes requests over a fleet with a prefix-cache router, as the gateway does.
@@ -198,29 +199,27 @@ func TestScore(t *testing.T) {
 	r.Learn(fleet.Context(routing.Request{Prompt: promptABCD}), fleet.Pod(0))
 	r.Learn(fleet.Context(routing.Request{Prompt: promptAB}), fleet.Pod(1))
 
+	// No engine speed is learnt: the priors predict the prefill of the tokens each pod
+	// lacks (4 of 4 one-token blocks on pod 2, 2 on pod 1, none on pod 0).
+	prefill := func(uncached float64) float64 { return -uncached * ttft.PriorPrefillPerToken }
 	rc := fleet.Context(routing.Request{Prompt: promptABCD})
 	scores := make([]float64, 3)
 	if err := r.Score(rc, routingtest.Candidates(rc), scores); err != nil {
 		t.Fatalf("Score() error = %v", err)
 	}
-	if want := []float64{1, 0.5, 0}; fmt.Sprint(scores) != fmt.Sprint(want) {
+	if want := []float64{prefill(0), prefill(2), prefill(4)}; fmt.Sprint(scores) != fmt.Sprint(want) {
 		t.Errorf("scores = %v, want %v", scores, want)
 	}
 
 	// Pod 0 runs more than the default threshold ahead of the idlest: the load guard
-	// scores it 0 despite its full match.
+	// leaves it out (-Inf) despite its full match.
 	fleet.Reserve(0, prefixcache.DefaultLoadImbalanceThreshold+1)
 	busy := fleet.Context(routing.Request{Prompt: promptABCD})
 	if err := r.Score(busy, routingtest.Candidates(busy), scores); err != nil {
 		t.Fatalf("Score() error = %v", err)
 	}
-	if want := []float64{0, 0.5, 0}; fmt.Sprint(scores) != fmt.Sprint(want) {
+	if want := []float64{math.Inf(-1), prefill(2), prefill(4)}; fmt.Sprint(scores) != fmt.Sprint(want) {
 		t.Errorf("scores with pod 0 overloaded = %v, want %v", scores, want)
-	}
-
-	short := fleet.Context(routing.Request{Prompt: "aaa"})
-	if err := r.Score(short, routingtest.Candidates(short), scores); !errors.Is(err, routing.ErrUndecided) {
-		t.Errorf("Score() of a prompt without a whole block: error = %v, want ErrUndecided", err)
 	}
 }
 
@@ -398,8 +397,8 @@ func TestForgetEndpointsThatLeft(t *testing.T) {
 	fleet.Cache.UpsertPod(notReady)
 	r.Forget(forgotten.Key)
 
-	// matched scores the pods that left too, as a router holding an old snapshot would.
-	matched := func(now time.Time) []float64 {
+	// matched tells which pods, the ones that left too, hold the whole prompt, as a router holding an old snapshot would.
+	matched := func(now time.Time) []bool {
 		t.Helper()
 		rc := fleet.Context(routing.Request{Prompt: promptABCD})
 		rc.Now = now
@@ -411,13 +410,17 @@ func TestForgetEndpointsThatLeft(t *testing.T) {
 		if err := r.Score(rc, cands, scores); err != nil {
 			t.Fatal(err)
 		}
-		return scores
+		held := make([]bool, len(scores))
+		for i, s := range scores {
+			held[i] = s == 0 // nothing left to prefill
+		}
+		return held
 	}
-	if got, want := fmt.Sprint(matched(start.Add(time.Second-1))), fmt.Sprint([]float64{1, 1, 1, 0}); got != want {
-		t.Errorf("within a second of the last sweep: scores = %s, want %s (only Forget applied)", got, want)
+	if got, want := fmt.Sprint(matched(start.Add(time.Second-1))), fmt.Sprint([]bool{true, true, true, false}); got != want {
+		t.Errorf("within a second of the last sweep: held = %s, want %s (only Forget applied)", got, want)
 	}
-	if got, want := fmt.Sprint(matched(start.Add(time.Second))), fmt.Sprint([]float64{1, 0, 0, 0}); got != want {
-		t.Errorf("after the next sweep: scores = %s, want %s", got, want)
+	if got, want := fmt.Sprint(matched(start.Add(time.Second))), fmt.Sprint([]bool{true, false, false, false}); got != want {
+		t.Errorf("after the next sweep: held = %s, want %s", got, want)
 	}
 }
 

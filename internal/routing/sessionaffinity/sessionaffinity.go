@@ -106,13 +106,13 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 }
 
 // Learn records that chosen served the request's session, starting its TTL anew. It
-// does nothing for a request without a session id.
-func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
-	id := rc.Headers.Get(r.header)
-	if id == "" {
-		return
+// does nothing for a request without a session id. The engine's report corrects nothing
+// of it: Learn returns no Receipt.
+func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
+	if id := rc.Headers.Get(r.header); id != "" {
+		r.sessions.record(sessionHash(rc, id), chosen.Key, r.now())
 	}
-	r.sessions.record(sessionHash(rc, id), chosen.Key, r.now())
+	return nil
 }
 
 // sessionHash returns the table key of session id for rc's requested model.

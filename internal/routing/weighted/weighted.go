@@ -24,9 +24,10 @@ type Term struct {
 // terms' scorers are.
 //
 // For each decision, every term scores the candidates; a term's scores are normalised
-// to [0, 1] over the candidates by min–max (lowest 0, highest 1, all 1 when they are all
-// equal; +Inf counts as 1, -Inf and NaN as 0) and multiplied by its weight; a
-// candidate's total is the sum over the terms. A term that returns routing.ErrUndecided
+// to [0, 1] relative to their magnitude (see addNormalised: the highest 1, the others
+// less by their shortfall over the largest of the scores' range and absolute values;
+// +Inf counts as 1, -Inf and NaN as 0) and multiplied by its weight; a candidate's
+// total is the sum over the terms. A term that returns routing.ErrUndecided
 // adds nothing; if every term does, the Router returns routing.ErrUndecided.
 type Router struct {
 	// terms are the terms of positive weight.
@@ -91,10 +92,30 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return routing.ArgMax(totals, r.rnd), nil
 }
 
-// Learn passes the routed request on to every term that learns.
-func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) {
+// Learn passes the routed request on to every term that learns and returns their
+// receipts as one.
+func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
+	var all receipts
 	for _, l := range r.learners {
-		l.Learn(rc, chosen)
+		if rec := l.Learn(rc, chosen); rec != nil {
+			all = append(all, rec)
+		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return all
+}
+
+// receipts settles several terms' receipts.
+type receipts []routing.Receipt
+
+func (rs receipts) Settle(u routing.Usage) {
+	for _, r := range rs {
+		r.Settle(u)
 	}
 }
 
@@ -121,29 +142,26 @@ func (r *Router) total(rc *routing.RoutingContext, cands []routing.Candidate, to
 }
 
 // addNormalised adds to totals the scores mapped onto [0, weight] without reversing
-// their order: finite scores linearly from the lowest (0) to the highest (weight), or
-// all to weight when they are equal; +Inf to weight; -Inf and NaN to 0.
+// their order and in proportion to how far each falls short of the highest, relative
+// to the scores' magnitude: a finite score s adds weight × (1 − (hi − s) / r), where hi
+// and lo are the highest and lowest finite scores and r = max(hi − lo, |hi|, |lo|).
+// Scores that differ by a few percent of their size thus differ by a few percent of the
+// weight, not by all of it as under min–max scaling; and a term cannot make a small
+// difference absolute. Equal finite scores add weight; +Inf adds weight; -Inf and NaN
+// add 0.
 func addNormalised(totals, scores []float64, weight float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range scores {
 		if finite(s) {
-			if s < lo {
-				lo = s
-			}
-			if s > hi {
-				hi = s
-			}
+			lo, hi = min(lo, s), max(hi, s)
 		}
 	}
-	scale := 0.0
-	if hi > lo {
-		scale = weight / (hi - lo)
-	}
+	r := max(hi-lo, math.Abs(hi), math.Abs(lo))
 	for i, s := range scores {
 		switch {
-		case finite(s) && scale != 0:
-			totals[i] += (s - lo) * scale
-		case finite(s) || s > 0: // all finite scores equal, or +Inf
+		case finite(s) && r > 0:
+			totals[i] += weight * (1 - (hi-s)/r)
+		case finite(s) || s > 0: // all finite scores zero, or +Inf
 			totals[i] += weight
 		}
 	}

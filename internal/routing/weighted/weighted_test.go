@@ -47,10 +47,11 @@ type learning struct {
 	learned []string
 }
 
-func (l *learning) Learn(_ *routing.RoutingContext, chosen *cache.Pod) {
+func (l *learning) Learn(_ *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.learned = append(l.learned, chosen.Key.Name)
+	return nil
 }
 
 // mustNew returns a Router over terms with seeded randomness.
@@ -104,14 +105,20 @@ func TestScoreNormalisesAndWeighs(t *testing.T) {
 		terms []weighted.Term
 		want  []float64
 	}{
-		{name: "one term spans [0, 1]", terms: []weighted.Term{{Scorer: fixed{10, 20, 30}, Weight: 1}},
-			want: []float64{0, 0.5, 1}},
+		{name: "shortfall relative to magnitude", terms: []weighted.Term{{Scorer: fixed{10, 20, 30}, Weight: 1}},
+			want: []float64{1.0 / 3, 2.0 / 3, 1}},
 		{name: "scale does not matter", terms: []weighted.Term{{Scorer: fixed{1000, 2000, 3000}, Weight: 1}},
-			want: []float64{0, 0.5, 1}},
+			want: []float64{1.0 / 3, 2.0 / 3, 1}},
+		{name: "a small difference stays small", terms: []weighted.Term{{Scorer: fixed{0.50, 0.51}, Weight: 1}},
+			want: []float64{1 - 0.01/0.51, 1}},
+		{name: "none against all is the whole weight", terms: []weighted.Term{{Scorer: fixed{0, 1}, Weight: 2}},
+			want: []float64{0, 2}},
 		{name: "weight scales", terms: []weighted.Term{{Scorer: fixed{10, 20, 30}, Weight: 3}},
-			want: []float64{0, 1.5, 3}},
+			want: []float64{1, 2, 3}},
 		{name: "negative scores", terms: []weighted.Term{{Scorer: fixed{-30, -10, -20}, Weight: 1}},
-			want: []float64{0, 1, 0.5}},
+			want: []float64{1.0 / 3, 1, 2.0 / 3}},
+		{name: "scores of both signs span at most the weight", terms: []weighted.Term{{Scorer: fixed{-1, 1}, Weight: 1}},
+			want: []float64{0, 1}},
 		{name: "equal scores are all 1", terms: []weighted.Term{{Scorer: fixed{5, 5, 5}, Weight: 2}},
 			want: []float64{2, 2, 2}},
 		{name: "terms sum by weight", terms: []weighted.Term{
@@ -121,11 +128,11 @@ func TestScoreNormalisesAndWeighs(t *testing.T) {
 		{name: "undecided term is skipped", terms: []weighted.Term{
 			{Name: "u", Scorer: undecided, Weight: 5},
 			{Scorer: fixed{1, 2, 3}, Weight: 1},
-		}, want: []float64{0, 0.5, 1}},
+		}, want: []float64{1.0 / 3, 2.0 / 3, 1}},
 		{name: "zero-weight term is not asked", terms: []weighted.Term{
 			{Name: "broken", Scorer: failing{err: errors.New("boom")}},
 			{Scorer: fixed{1, 2, 3}, Weight: 1},
-		}, want: []float64{0, 0.5, 1}},
+		}, want: []float64{1.0 / 3, 2.0 / 3, 1}},
 		{name: "non-finite scores", terms: []weighted.Term{{Scorer: fixed{-inf, 0, 10, inf, math.NaN()}, Weight: 1}},
 			want: []float64{0, 0, 1, 1, 0}},
 	}

@@ -1,0 +1,144 @@
+package endpoint
+
+// Profile is what an engine's successive metrics snapshots tell about its speed and its
+// scheduler: learnt from the differences between one scrape and the next, weighted
+// towards the last several seconds, so it follows the engine's recent behaviour rather
+// than its lifetime means. A zero field is unknown. Build it with [Profile.Next]; the
+// cache carries it from each snapshot to the next.
+type Profile struct {
+	// Epoch counts the engine restarts seen: it grows whenever a cumulative counter of the
+	// engine went back. Anything learnt about the engine's caches in an earlier epoch is
+	// void.
+	Epoch uint64
+	// Slots is the number of running requests at which the engine was last seen queueing
+	// (requests waiting while this many ran); 0 until it queued once.
+	Slots float64
+	// PrefillPerToken is the recent prefill time per prompt token not in the engine's
+	// prefix cache, in seconds: prefill time over uncached tokens, summed over the recent
+	// intervals. A prefill's fixed part is folded into it.
+	PrefillPerToken float64
+	// Service is the recent mean time a request runs (prefill and decode), in seconds:
+	// how long it holds one of the engine's slots.
+	Service float64
+	// DecodePerToken is the recent mean time per output token, in seconds.
+	DecodePerToken float64
+	// PrefilledTokens and Requests are the evidence behind the rates: the uncached prompt
+	// tokens prefilled and the requests finished recently, each weighted as it fades.
+	PrefilledTokens, Requests float64
+
+	// The decaying sums the rates are ratios of, with PrefilledTokens and Requests.
+	prefillSeconds, serviceSeconds float64
+	decode                         decayingMean
+}
+
+// profileDecay is the weight the sums keep from one scrape to the next: at the default
+// 100 ms scrape interval, observations fade with a time constant of about 5 s. Sums of
+// that many intervals keep the ratios steady although an engine counts a request's
+// prompt tokens when its prefill starts and its prefill time when the prefill ends,
+// often in different intervals.
+const profileDecay = 0.98
+
+// Evidence a Profile needs before its rates count as learnt (decayed sums).
+const (
+	// minUncachedTokens is the least prompt tokens prefilled for a prefill rate.
+	minUncachedTokens = 4096
+	// minRequests is the least requests finished for a service time.
+	minRequests = 4
+)
+
+// Learnt reports whether the profile has seen enough work for its prefill rate and
+// service time to be trusted: a few thousand tokens prefilled and a few requests run, so
+// that neither a lone probe nor the first request of a cold engine sets them.
+func (p *Profile) Learnt() bool {
+	return p.PrefilledTokens >= minUncachedTokens && p.Requests >= minRequests &&
+		p.PrefillPerToken > 0 && p.Service > 0
+}
+
+// Next returns the profile that follows p once the engine's snapshot cur follows prev
+// (nil before the first scrape). Cumulative counters that went back mean the engine
+// restarted: the epoch grows and the interval teaches nothing else.
+func (p Profile) Next(prev, cur *Metrics) Profile {
+	if cur.Waiting > 0 && cur.Running > 0 {
+		p.Slots = cur.Running
+	} else if cur.Running > p.Slots && p.Slots > 0 {
+		p.Slots = cur.Running
+	}
+	if prev == nil {
+		return p
+	}
+	if restarted(prev, cur) {
+		p.Epoch++
+		return p
+	}
+	seconds, requests := serviceInterval(prev, cur)
+	p.serviceSeconds = profileDecay*p.serviceSeconds + seconds
+	p.Requests = profileDecay*p.Requests + requests
+	if p.Requests > 0 {
+		p.Service = p.serviceSeconds / p.Requests
+	}
+	tpot := cur.TPOT.minus(prev.TPOT)
+	p.decode = p.decode.add(tpot.Sum, tpot.Count)
+	p.DecodePerToken = p.decode.mean()
+	uncached := (cur.PromptTokens - prev.PromptTokens) - (cur.PrefixCacheHits - prev.PrefixCacheHits)
+	p.prefillSeconds = profileDecay*p.prefillSeconds + prefillSeconds(prev, cur)
+	p.PrefilledTokens = profileDecay*p.PrefilledTokens + max(uncached, 0)
+	if p.PrefilledTokens >= 1 {
+		p.PrefillPerToken = p.prefillSeconds / p.PrefilledTokens
+	}
+	return p
+}
+
+// serviceInterval returns the time requests finished between prev and cur spent running
+// and how many they were: from the inference-time histogram where the engine exports
+// one, otherwise end-to-end latency less queue time.
+func serviceInterval(prev, cur *Metrics) (seconds, requests float64) {
+	if cur.InferenceTime.Count > 0 {
+		d := cur.InferenceTime.minus(prev.InferenceTime)
+		return d.Sum, float64(d.Count)
+	}
+	d := cur.E2E.minus(prev.E2E)
+	return max(d.Sum-cur.QueueTime.minus(prev.QueueTime).Sum, 0), float64(d.Count)
+}
+
+// prefillSeconds returns the prefill time the engine spent between prev and cur: from
+// the prefill-time histogram where the engine exports one, otherwise time to first
+// token less queue time.
+func prefillSeconds(prev, cur *Metrics) float64 {
+	if cur.PrefillTime.Count > 0 {
+		return cur.PrefillTime.minus(prev.PrefillTime).Sum
+	}
+	return max(cur.TTFT.minus(prev.TTFT).Sum-cur.QueueTime.minus(prev.QueueTime).Sum, 0)
+}
+
+// restarted reports whether a cumulative counter of the engine went back between prev
+// and cur.
+func restarted(prev, cur *Metrics) bool {
+	return cur.PromptTokens < prev.PromptTokens || cur.GenerationTokens < prev.GenerationTokens ||
+		cur.PrefixCacheQueries < prev.PrefixCacheQueries || cur.E2E.Count < prev.E2E.Count ||
+		cur.TTFT.Count < prev.TTFT.Count
+}
+
+// minus returns the observations of h made since earlier.
+func (h Histogram) minus(earlier Histogram) Histogram {
+	if h.Count < earlier.Count {
+		return Histogram{}
+	}
+	return Histogram{Count: h.Count - earlier.Count, Sum: h.Sum - earlier.Sum}
+}
+
+// decayingMean is the mean of observations whose weight decays by profileDecay at every
+// scrape.
+type decayingMean struct{ sum, count float64 }
+
+// add returns m decayed once, with count observations summing to sum added.
+func (m decayingMean) add(sum float64, count uint64) decayingMean {
+	return decayingMean{sum: profileDecay*m.sum + sum, count: profileDecay*m.count + float64(count)}
+}
+
+// mean returns the weighted mean, 0 while nothing was observed.
+func (m decayingMean) mean() float64 {
+	if m.count < 1e-9 {
+		return 0
+	}
+	return m.sum / m.count
+}

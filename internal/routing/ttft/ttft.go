@@ -1,0 +1,136 @@
+// Package ttft predicts, for each candidate endpoint of one routing decision, how long a
+// request would wait for its first token there: the wait behind the engine's batch and
+// queue, plus the prefill time of the prompt tokens the engine does not hold.
+//
+// Each engine's speed comes from its own metrics (endpoint.Profile, learnt from the
+// differences between scrapes). The decision uses the mean of the candidates' learnt
+// speeds, except where an engine's own differs from it by more than half again (other
+// hardware, a slowed engine): closer differences are noise of the scrape windows. An
+// engine whose speed is not learnt yet is assumed as fast as that mean, and when no
+// candidate's is learnt, priors typical of an 8B model on one GPU stand in until the
+// first scrapes show work.
+//
+// The package owns only the arithmetic of the prediction; the prefix-cache and
+// least-latency algorithms choose with it.
+package ttft
+
+import (
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+// Priors stand in for an engine's speed until some candidate's is learnt.
+const (
+	// PriorPrefillPerToken is the prefill time of one uncached prompt token, in seconds.
+	PriorPrefillPerToken = 1e-4
+	// PriorService is the time a request holds a slot of the engine, in seconds.
+	PriorService = 2.0
+	// PriorDecodePerToken is the time per output token, in seconds.
+	PriorDecodePerToken = 0.02
+)
+
+// Estimator predicts for the candidates of one decision. Build it with New for each
+// decision; it is a value and safe to share while the decision lasts.
+type Estimator struct {
+	// fleet is the mean speed of the candidates whose speed is learnt, or the priors.
+	fleet endpoint.Profile
+}
+
+// New returns an Estimator for cands.
+func New(cands []routing.Candidate) Estimator {
+	var sum endpoint.Profile
+	n := 0
+	for i := range cands {
+		if m := cands[i].Metrics; m != nil && m.Profile.Learnt() {
+			p := &m.Profile
+			sum.PrefillPerToken += p.PrefillPerToken
+			sum.Service += p.Service
+			sum.DecodePerToken += p.DecodePerToken
+			n++
+		}
+	}
+	if n == 0 {
+		return Estimator{fleet: endpoint.Profile{
+			PrefillPerToken: PriorPrefillPerToken,
+			Service:         PriorService, DecodePerToken: PriorDecodePerToken,
+		}}
+	}
+	k := 1 / float64(n)
+	fleet := endpoint.Profile{
+		PrefillPerToken: sum.PrefillPerToken * k,
+		Service:         sum.Service * k, DecodePerToken: sum.DecodePerToken * k,
+	}
+	if fleet.DecodePerToken == 0 {
+		fleet.DecodePerToken = PriorDecodePerToken
+	}
+	return Estimator{fleet: fleet}
+}
+
+// distinct is how far, as a ratio, an engine's learnt rate must differ from the fleet's
+// to be its own: rates within it are the noise of a few seconds of scrapes (an engine
+// counts a prefill's tokens and its time in different scrapes, and its mix of hits and
+// misses changes by the second), and taking them at face value would send every request
+// to whichever engine's noise looks fastest. Engines of other hardware differ by more.
+const distinct = 1.5
+
+// speed returns c's speed: the fleet's, with each of c's learnt rates that differs from
+// the fleet's by more than the factor distinct in its place.
+func (e Estimator) speed(c *routing.Candidate) endpoint.Profile {
+	p := e.fleet
+	if c.Metrics == nil || !c.Metrics.Profile.Learnt() {
+		return p
+	}
+	own := &c.Metrics.Profile
+	p.PrefillPerToken = pick(own.PrefillPerToken, p.PrefillPerToken)
+	p.Service = pick(own.Service, p.Service)
+	if own.DecodePerToken > 0 {
+		p.DecodePerToken = pick(own.DecodePerToken, p.DecodePerToken)
+	}
+	return p
+}
+
+// pick returns own if it differs from fleet by more than the factor distinct, fleet
+// otherwise.
+func pick(own, fleet float64) float64 {
+	if own > fleet*distinct || own*distinct < fleet {
+		return own
+	}
+	return fleet
+}
+
+// TTFT returns the predicted time to first token, in seconds, of a request on c whose
+// prompt has uncached tokens the engine is not expected to hold. The fixed part of a
+// prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
+func (e Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
+	return e.Wait(c) + e.speed(c).PrefillPerToken*max(uncached, 0)
+}
+
+// Decode returns the predicted time, in seconds, to generate tokens output tokens on c.
+func (e Estimator) Decode(c *routing.Candidate, tokens float64) float64 {
+	return e.speed(c).DecodePerToken * max(tokens, 0)
+}
+
+// Wait returns the predicted time, in seconds, a request sent to c now would wait before
+// the engine runs it: the requests ahead of it, each freeing a slot after Service over
+// the number of slots on average.
+//
+// The engine holds, as far as anyone knows, the requests of its last scrape (running
+// and waiting) plus those this process sent since, less those it saw finish since: at
+// least the requests this process has in flight there. Where the engine's slot count is
+// learnt (Profile.Slots), the requests beyond the slots are ahead; where it is not, the
+// waiting requests and those sent since the scrape are, so that a burst spreads before
+// any scrape shows it.
+func (e Estimator) Wait(c *routing.Candidate) float64 {
+	m := c.Metrics
+	if m == nil {
+		return 0
+	}
+	sent := float64(c.InFlight - m.LocalInFlight)
+	load := max(float64(c.InFlight), m.Running+m.Waiting+sent)
+	service := e.speed(c).Service
+	if slots := m.Profile.Slots; slots > 0 {
+		return max(load-slots+1, 0) * service / slots
+	}
+	ahead := max(m.Waiting+sent, 0)
+	return ahead * service / max(m.Running, 1)
+}
