@@ -60,7 +60,9 @@ type PrefixCacheConfig struct {
 	BlockSize *int32 `json:"blockSize,omitempty"`
 
 	// MaxBlocksPerEndpoint bounds the prefix index kept for each endpoint; the least recently
-	// used blocks are forgotten first. Defaults to 65536.
+	// used blocks are forgotten first. The index holds no more than the engine's own KV
+	// cache either, where the engine reports its size (vllm:cache_config_info). Defaults
+	// to 65536.
 	// +optional
 	// +kubebuilder:default=65536
 	// +kubebuilder:validation:Minimum=1
@@ -68,18 +70,20 @@ type PrefixCacheConfig struct {
 	MaxBlocksPerEndpoint *int32 `json:"maxBlocksPerEndpoint,omitempty"`
 
 	// MinMatchRatio is the fraction of the prompt's blocks, written as a decimal string in
-	// [0, 1] such as "0.5", that the best endpoint must already hold; below it the request goes
-	// to the least-loaded endpoint. Defaults to "0".
+	// [0, 1] such as "0.5", that an endpoint must already hold for its match to count; a
+	// shorter match is predicted as a full prefill, so the request goes where its first
+	// token comes soonest regardless of the match. Defaults to "0".
 	// +optional
 	// +kubebuilder:default="0"
 	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
 	// +kubebuilder:validation:MaxLength=16
 	MinMatchRatio *string `json:"minMatchRatio,omitempty"`
 
-	// LoadImbalanceThreshold is the spread of in-flight requests between the busiest and the
-	// idlest candidate beyond which the request goes to the least-loaded endpoint instead of
-	// the best prefix match, so that a hot prefix cannot pin all traffic to one endpoint.
-	// Defaults to 8.
+	// LoadImbalanceThreshold is a hard guard on top of the prediction of time to first
+	// token: an endpoint with more in-flight requests than this beyond the idlest candidate
+	// is left out of the decision, whatever its prefix match. The prediction itself weighs
+	// the wait behind an engine's queue against the prefill a match saves, so the guard
+	// only acts when the prediction is wrong. Defaults to 8.
 	// +optional
 	// +kubebuilder:default=8
 	// +kubebuilder:validation:Minimum=1

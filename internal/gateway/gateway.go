@@ -136,6 +136,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		StaleAfter:         view.StaleAfter(),
 		Random:             opts.Random,
 		ObservePrefixMatch: g.metrics.prefix.Observe,
+		ObservePrefixTrim:  func(blocks int) { g.metrics.prefixTrimmed.Add(float64(blocks)) },
 	})
 	leastRequest, err := g.registry.Picker(v1alpha1.StrategyLeastRequest, &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest})
 	if err != nil {

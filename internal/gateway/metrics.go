@@ -15,6 +15,9 @@ type metrics struct {
 	routing  *prometheus.HistogramVec
 	overhead prometheus.Histogram
 	prefix   prometheus.Histogram
+	// prefixTrimmed counts prefix-index blocks forgotten because an engine reported
+	// fewer cached tokens than expected.
+	prefixTrimmed prometheus.Counter
 	// bindFailures counts listener addresses that could not be bound.
 	bindFailures prometheus.Counter
 	load         loadCollector
@@ -45,6 +48,10 @@ func newMetrics(view *cache.Gateway) *metrics {
 			Help:    "Fraction of a prompt's blocks the chosen endpoint already held, for prefix-cache routing.",
 			Buckets: prometheus.LinearBuckets(0, 0.1, 11),
 		}),
+		prefixTrimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_gateway_prefix_index_trimmed_blocks_total",
+			Help: "Prefix-index blocks forgotten because an engine's usage reported fewer cached prompt tokens than the index expected it to hold.",
+		}),
 		bindFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_gateway_listener_bind_failures_total",
 			Help: "Attempts to listen on a Gateway's address and port that failed; each is retried.",
@@ -64,7 +71,7 @@ func (g *Gateway) Register(r prometheus.Registerer) error {
 		Help: "Endpoints currently ejected by outlier detection.",
 	}, func() float64 { return float64(g.metrics.ejected()) })
 	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix,
-		g.metrics.bindFailures, g.metrics.load, g.metrics.ejections, ejected} {
+		g.metrics.prefixTrimmed, g.metrics.bindFailures, g.metrics.load, g.metrics.ejections, ejected} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -1,29 +1,42 @@
 // Package prefixcache implements the prefix-cache routing strategy (DESIGN §6, the
-// RoutingPolicy's spec.prefixCache): it sends a request to an endpoint that has recently
-// served the longest prefix of its prompt, whose engine therefore probably still holds
-// that prefix's KV cache, unless doing so would overload that endpoint.
+// RoutingPolicy's spec.prefixCache): it sends each request to the endpoint where its
+// first token is predicted soonest, counting the prefill that the prompt prefix an
+// engine already holds in its KV cache saves against the wait behind that engine's
+// batch and queue.
 //
 // The prompt is cut into blocks of BlockSize tokens, each token approximated as 4 bytes
 // of prompt text (the rule of internal/enginesim and openai.EstimateTokens); only whole
 // blocks count. Blocks are identified by chained xxhash hashes seeded with the model
 // name (BlockHashes), so equal hashes mean equal prefixes of the same model. An Index
-// remembers, per endpoint, a bounded LRU set of the block hashes routed to it (Learn);
-// the score of an endpoint is the fraction of the prompt's leading blocks it holds.
-// A Tokenizer interface could later replace the 4-bytes-per-token rule by real token
-// boundaries without changing the index.
+// remembers, per endpoint, a bounded LRU set of the block hashes routed to it (Learn).
 //
-// The load guard keeps a hot prefix, such as one long system prompt shared by every
-// request, from pinning all traffic to one endpoint: among endpoints with the same best
-// match the least loaded wins, and an endpoint with more than LoadImbalanceThreshold
-// requests in flight beyond the idlest candidate is left out of the decision, so its
-// traffic goes to others, which then learn the prefix too. Only the overloaded endpoint
-// loses its conversations; the others keep theirs.
+// The index follows what the engine really holds:
+//   - its bound per endpoint is the engine's KV cache (vllm:cache_config_info
+//     num_gpu_blocks × block_size, in the router's blocks) when the engine reports it,
+//     so the index forgets about when the engine evicts;
+//   - a restart of the engine (its counters went back: endpoint.Profile.Epoch) voids
+//     what was learnt about it;
+//   - each answer's usage.prompt_tokens_details.cached_tokens (the gateway reads it from
+//     the body, or from a stream's final usage chunk when the client asked for one)
+//     settles the request's Receipt: when the engine held fewer blocks than expected, the
+//     first block it lacked was evicted, and with it, as engines evict least recently
+//     used blocks first, every block last routed no later than that one (Index.Trim).
 //
-// The strategy uses no engine metrics, so it never lacks fresh data: Pick always
-// decides (the least-loaded candidate when no prefix helps), and Score returns
-// routing.ErrUndecided only for prompts shorter than one block, leaving them to the
-// policy's fallback or to the other terms of a weighted policy.
+// The decision (Pick) predicts, with internal/routing/ttft, for every candidate the wait
+// before the engine runs the request plus the prefill of the prompt tokens beyond the
+// leading blocks the index holds for it, at the engine's learnt prefill rate, and picks
+// the minimum; among equal predictions the least loaded wins (fewest requests in flight,
+// then fewest prompt tokens sent), remaining ties at random. A hot prefix thus spreads
+// by itself: once its favoured engine's queue costs more than the prefill elsewhere, the
+// next request goes elsewhere and that engine learns the prefix too.
 //
-// The package does not tokenize, read engine prefix-cache metrics or watch pods; it
-// forgets endpoints that left by asking a PodLookup, lazily, from the request path.
+// Two settings keep a meaning on top of the prediction: a match below MinMatchRatio of
+// the prompt's blocks counts as none, and LoadImbalanceThreshold stays a hard guard, an
+// endpoint with more requests in flight than that beyond the idlest candidate being left
+// out whatever its match. Score exposes the prediction to weighted policies as minus the
+// predicted seconds (-Inf for endpoints the guard leaves out). Pick and Score always
+// decide: before any engine speed is learnt, ttft's priors stand in.
+//
+// The package does not tokenize, scrape or watch pods; it forgets endpoints that left by
+// asking a PodLookup, lazily, from the request path.
 package prefixcache

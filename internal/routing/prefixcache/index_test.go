@@ -153,3 +153,68 @@ func TestIndexConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestIndexEpochs(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(100)
+	ix.Add(k, chain(10, 4), prefixcache.Engine{Epoch: 0})
+	if got := ix.Match(k, chain(10, 4), 1); got != 0 {
+		t.Errorf("Match in the next epoch = %d, want 0: the engine restarted with an empty cache", got)
+	}
+	if got := ix.Match(k, chain(10, 4), 0); got != 4 {
+		t.Errorf("Match in the same epoch = %d, want 4", got)
+	}
+	ix.Add(k, chain(20, 3), prefixcache.Engine{Epoch: 1})
+	if got := ix.Blocks(k); got != 3 {
+		t.Errorf("Blocks after an Add in the next epoch = %d, want 3: the old epoch's are cleared", got)
+	}
+}
+
+func TestIndexEngineBound(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(100)
+	ix.Add(k, chain(10, 8), prefixcache.Engine{})
+	ix.Add(k, chain(20, 2), prefixcache.Engine{MaxBlocks: 6})
+	if got := ix.Blocks(k); got != 6 {
+		t.Errorf("Blocks = %d, want the engine's bound 6", got)
+	}
+	if got := ix.Match(k, chain(20, 2), 0); got != 2 {
+		t.Errorf("Match of the newest prompt = %d, want 2", got)
+	}
+	if got := ix.Match(k, chain(10, 8), 0); got != 4 {
+		t.Errorf("Match of the older prompt = %d, want its 4 leading blocks", got)
+	}
+}
+
+func TestIndexTrim(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(100)
+	old, mid, recent := chain(10, 3), chain(20, 3), chain(30, 3)
+	ix.Add(k, old, prefixcache.Engine{})
+	ix.Add(k, mid, prefixcache.Engine{})
+	ix.Add(k, recent, prefixcache.Engine{})
+	ticks := ix.Ticks(k, mid, 0, nil)
+	if len(ticks) != 3 || !(ticks[0] > ticks[1] && ticks[1] > ticks[2]) {
+		t.Fatalf("Ticks = %v, want 3 falling ticks: a prompt's first block is its most recent", ticks)
+	}
+	if n := ix.Trim(k, 0, ticks[1]); n != 5 {
+		t.Errorf("Trim dropped %d hashes, want the 3 older ones and 2 of mid", n)
+	}
+	if got := ix.Match(k, old, 0); got != 0 {
+		t.Errorf("Match(old) = %d after Trim, want 0", got)
+	}
+	if got := ix.Match(k, mid, 0); got != 1 {
+		t.Errorf("Match(mid) = %d after Trim, want 1 (its first block was touched last)", got)
+	}
+	if got := ix.Match(k, recent, 0); got != 3 {
+		t.Errorf("Match(recent) = %d after Trim, want 3", got)
+	}
+	if n := ix.Trim(k, 1, ^uint64(0)); n != 0 {
+		t.Errorf("Trim in another epoch dropped %d hashes, want 0", n)
+	}
+	// Freed nodes are reused: the set fills to its bound again.
+	ix.Add(k, chain(100, 96), prefixcache.Engine{})
+	if got := ix.Blocks(k); got != 100 {
+		t.Errorf("Blocks = %d after refilling, want 100", got)
+	}
+}

@@ -61,6 +61,9 @@ type Config struct {
 	// block, the fraction of its blocks the chosen endpoint already held. It MUST be
 	// safe for concurrent use.
 	ObserveMatch func(ratio float64)
+	// ObserveTrim, if set, is told how many blocks the index forgot each time an engine
+	// reported fewer cached tokens than expected. It MUST be safe for concurrent use.
+	ObserveTrim func(blocks int)
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -203,7 +206,8 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 	e := r.engine(chosen)
 	var rec *receipt
 	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, nil); len(held) > 0 {
-		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: held}
+		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: held,
+			observe: r.cfg.ObserveTrim}
 	}
 	if r.cfg.ObserveMatch != nil {
 		held := 0
@@ -249,6 +253,8 @@ type receipt struct {
 	epoch  uint64
 	blocks int      // the prompt's whole blocks
 	ticks  []uint64 // of the blocks expected held, in prompt order
+	// observe is Config.ObserveTrim.
+	observe func(blocks int)
 }
 
 // Settle trims the index when the engine reports fewer cached tokens than expected: the
@@ -263,7 +269,9 @@ func (rec *receipt) Settle(u routing.Usage) {
 	if held+1 >= len(rec.ticks) {
 		return
 	}
-	rec.index.Trim(rec.key, rec.epoch, rec.ticks[held])
+	if n := rec.index.Trim(rec.key, rec.epoch, rec.ticks[held]); n > 0 && rec.observe != nil {
+		rec.observe(n)
+	}
 }
 
 // Forget drops everything the router learnt about endpoint k.

@@ -472,3 +472,62 @@ func TestLearnObservesMatchRatio(t *testing.T) {
 		t.Errorf("observed match ratios %v, want %v", observed, want)
 	}
 }
+
+// held returns how many of prompt's one-token blocks r expects pod to hold.
+func held(r *prefixcache.Router, fleet *routingtest.Fleet, pod int, prompt string) int {
+	rc := fleet.Context(routing.Request{Prompt: prompt})
+	cands := []routing.Candidate{{Pod: fleet.Pod(pod)}}
+	scores := make([]float64, 1)
+	_ = r.Score(rc, cands, scores)
+	return len(prompt)/4 - int(math.Round(-scores[0]/ttft.PriorPrefillPerToken))
+}
+
+// TestEngineReportTrimsTheIndex: when the engine reports fewer cached tokens than the
+// index expected, the index forgets everything routed to it before the first block the
+// engine lacked; when it reports them all, nothing.
+func TestEngineReportTrimsTheIndex(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	older, prompt := "xxxxyyyyzzzzwwww", promptABCD
+	learn := func(p string) routing.Receipt {
+		return r.Learn(fleet.Context(routing.Request{Prompt: p}), fleet.Pod(0))
+	}
+
+	if rec := learn(older); rec != nil {
+		t.Errorf("Learn of a prompt nothing of which was expected returned a receipt")
+	}
+	learn(prompt)
+	rec := learn(prompt) // expected held: 4 blocks
+	if rec == nil {
+		t.Fatal("Learn of a prompt expected held returned no receipt")
+	}
+	rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 16})
+	if got := held(r, fleet, 0, older); got != 4 {
+		t.Errorf("after a full hit, the older prompt is held for %d blocks, want 4", got)
+	}
+	rec = learn(prompt)
+	rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 0})
+	if got := held(r, fleet, 0, older); got != 0 {
+		t.Errorf("after a miss, the older prompt is held for %d blocks, want 0: the engine evicted it first", got)
+	}
+	if got := held(r, fleet, 0, prompt); got != 4 {
+		t.Errorf("the prompt the engine just prefilled is held for %d blocks, want 4", got)
+	}
+}
+
+// TestIndexFollowsTheEngine: the index holds no more than the engine's KV cache
+// (cache_config_info) and forgets an endpoint whose engine restarted.
+func TestIndexFollowsTheEngine(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	fleet.SetMetrics(0, endpoint.Metrics{NumGPUBlocks: 2, BlockSize: 3}) // 6 one-token blocks
+	r.Learn(fleet.Context(routing.Request{Prompt: promptABCD}), fleet.Pod(0))
+	r.Learn(fleet.Context(routing.Request{Prompt: "eeeeffffgggghhhh"}), fleet.Pod(0))
+	if got := held(r, fleet, 0, promptABCD); got != 2 {
+		t.Errorf("older prompt held for %d blocks, want 2: 6 blocks fit, the newer prompt took 4", got)
+	}
+	fleet.SetMetrics(0, endpoint.Metrics{NumGPUBlocks: 2, BlockSize: 3, Profile: endpoint.Profile{Epoch: 1}})
+	if got := held(r, fleet, 0, "eeeeffffgggghhhh"); got != 0 {
+		t.Errorf("after a restart the newer prompt is held for %d blocks, want 0", got)
+	}
+}

@@ -44,6 +44,10 @@ type Deps struct {
 	// ObservePrefixMatch, if set, receives the prefix-cache match ratio of every request
 	// routed by a prefix-cache algorithm (see prefixcache.Config.ObserveMatch).
 	ObservePrefixMatch func(ratio float64)
+	// ObservePrefixTrim, if set, receives the number of blocks a prefix-cache index forgot
+	// because an engine reported fewer cached tokens than expected (see
+	// prefixcache.Config.ObserveTrim).
+	ObservePrefixTrim func(blocks int)
 }
 
 // Limits bound the load a router puts on endpoints.
@@ -164,7 +168,7 @@ func (r *Registry) Router(spec *v1alpha1.RoutingPolicySpec, strategy v1alpha1.St
 
 // newPrefixCache builds the prefix-cache algorithm from spec.prefixCache.
 func newPrefixCache(spec *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
-	cfg := prefixcache.Config{Pods: d.Pods, ObserveMatch: d.ObservePrefixMatch}
+	cfg := prefixcache.Config{Pods: d.Pods, ObserveMatch: d.ObservePrefixMatch, ObserveTrim: d.ObservePrefixTrim}
 	if pc := spec.PrefixCache; pc != nil {
 		cfg.BlockSize = int(deref(pc.BlockSize))
 		cfg.MaxBlocksPerEndpoint = int(deref(pc.MaxBlocksPerEndpoint))
