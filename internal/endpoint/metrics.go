@@ -31,10 +31,22 @@ type LoRAState struct {
 // Metrics is one scrape of an engine's /metrics endpoint mapped to engine-neutral names.
 // Gauges hold the last value; counters and histograms are cumulative since engine start.
 type Metrics struct {
+	// The fields every routing decision reads come first, in as few cache lines as they
+	// fit: a decision over a thousand endpoints reads them a thousand times.
+
 	// Running is the number of requests being processed.
 	Running float64
 	// Waiting is the number of requests queued in the engine.
 	Waiting float64
+	// ScrapedAt is when the scrape completed.
+	ScrapedAt time.Time
+	// LocalInFlight is the number of requests the scraping process had in flight to the
+	// endpoint when the scrape completed; the requests it sent since are not in Running or
+	// Waiting yet.
+	LocalInFlight int64
+	// Profile is what this snapshot and the ones before it tell about the engine's speed
+	// and scheduler (see Profile).
+	Profile Profile
 	// KVCacheUsage is the fraction of KV-cache blocks in use, in [0,1].
 	KVCacheUsage float64
 	// PrefixCacheQueries is the cumulative number of prefix-cache lookups (tokens).
@@ -70,15 +82,6 @@ type Metrics struct {
 	PromptTokens float64
 	// GenerationTokens is the cumulative number of tokens generated.
 	GenerationTokens float64
-	// ScrapedAt is when the scrape completed.
-	ScrapedAt time.Time
-	// LocalInFlight is the number of requests the scraping process had in flight to the
-	// endpoint when the scrape completed; the requests it sent since are not in Running or
-	// Waiting yet.
-	LocalInFlight int64
-	// Profile is what this snapshot and the ones before it tell about the engine's speed
-	// and scheduler (see Profile).
-	Profile Profile
 }
 
 // Stale reports whether the snapshot is older than maxAge at now. Routers treat a stale

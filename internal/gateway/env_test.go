@@ -2,15 +2,19 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
@@ -72,4 +76,47 @@ func runGateway(t testing.TB, c *testenv.Cluster, opts gateway.Options) (*gatewa
 		t.Fatal(err)
 	}
 	return g, view
+}
+
+// policyGateway creates in ns, on cluster c, a Gateway with a route "llama" whose rule
+// sends everything to Service "llama" (the given engine pods, model llama-3-8b) under a
+// RoutingPolicy "rp" with spec, runs the gateway with its metrics in a registry of their
+// own, and returns it, its cache view, the listener's base URL and the registry.
+func policyGateway(t *testing.T, c *testenv.Cluster, ns string, spec v1alpha1.RoutingPolicySpec, engines []string) (*gateway.Gateway, *cache.Gateway, string, *prometheus.Registry) {
+	t.Helper()
+	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	app := map[string]string{"app": "llama"}
+	for i, addr := range engines {
+		c.EnginePod(t, ns, fmt.Sprintf("llama-%d", i), "llama-3-8b", addr, app)
+	}
+	listener := testenv.FreeAddr(t, "127.0.0.1")
+	class, gw := gatewayObjects(t, ns, listener)
+	policy := &v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"}, Spec: spec}
+	route := httpRoute("llama", nil, "rp")
+	route.Namespace = ns
+	c.Create(t, class, gw, testenv.EngineService(ns, "llama", app), policy, route)
+	g, view := runGateway(t, c, gateway.Options{})
+	registry := prometheus.NewRegistry()
+	if err := g.Register(registry); err != nil {
+		t.Fatal(err)
+	}
+	return g, view, "http://" + listener, registry
+}
+
+// metricValue returns the sum over the series of the counter or gauge name in registry.
+func metricValue(t *testing.T, registry *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }

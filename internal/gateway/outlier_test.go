@@ -11,10 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
@@ -59,11 +55,10 @@ func (c *attemptCounter) proxy(t *testing.T, engine string) string {
 func TestOutlierDetection(t *testing.T) {
 	const ns = "outlier-test"
 	c := testenv.Start(t)
-	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	counter := &attemptCounter{byID: map[string]int{}, byHost: map[string]int{}}
-	app := map[string]string{"app": "llama"}
 	var failing string
-	for i := range 4 {
+	engines := make([]string, 4)
+	for i := range engines {
 		var flags []string
 		if i == 3 {
 			flags = []string{"--fault-fail-fraction", "1"}
@@ -72,24 +67,9 @@ func TestOutlierDetection(t *testing.T) {
 		if i == 3 {
 			failing = engine
 		}
-		c.EnginePod(t, ns, fmt.Sprintf("llama-%d", i), "llama-3-8b", counter.proxy(t, engine), app)
+		engines[i] = counter.proxy(t, engine)
 	}
-	listener := testenv.FreeAddr(t, "127.0.0.1")
-	class, gw := gatewayObjects(t, ns, listener)
-	policy := &v1alpha1.RoutingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
-		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest},
-	}
-	route := httpRoute("llama", nil, "rp")
-	route.Namespace = ns
-	c.Create(t, class, gw, testenv.EngineService(ns, "llama", app), policy, route)
-
-	g, view := runGateway(t, c, gateway.Options{})
-	registry := prometheus.NewRegistry()
-	if err := g.Register(registry); err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + listener
+	g, view, base, registry := policyGateway(t, c, ns, v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}, engines)
 	testenv.WaitUntil(t, waitTimeout, "the gateway routes llama-3-8b over four pods", func() bool {
 		m, ok := view.Model("llama-3-8b")
 		if !ok || len(m.Endpoints()) != 4 {
@@ -145,20 +125,9 @@ func TestOutlierDetection(t *testing.T) {
 	if !ok || !g.EndpointEjected(&p.Endpoint) {
 		t.Error("the failing pod llama-3 is not ejected")
 	}
-	families, err := registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			switch f.GetName() {
-			case "switchboard_gateway_ejections_total":
-				got[f.GetName()] += m.GetCounter().GetValue()
-			case "switchboard_gateway_ejected_endpoints":
-				got[f.GetName()] = m.GetGauge().GetValue()
-			}
-		}
+	for _, name := range []string{"switchboard_gateway_ejections_total", "switchboard_gateway_ejected_endpoints"} {
+		got[name] = metricValue(t, registry, name)
 	}
 	if got["switchboard_gateway_ejections_total"] != 1 || got["switchboard_gateway_ejected_endpoints"] != 1 {
 		t.Errorf("ejection metrics = %v, want one ejection and one ejected endpoint", got)

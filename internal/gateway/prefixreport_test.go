@@ -8,12 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
-	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
@@ -78,41 +73,14 @@ func forgetfulEngine(t *testing.T, host, model string) string {
 func TestEngineUsageTrimsThePrefixIndex(t *testing.T) {
 	const ns = "prefix-report-test"
 	c := testenv.Start(t)
-	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	app := map[string]string{"app": "llama"}
-	c.EnginePod(t, ns, "llama-0", "llama-3-8b", forgetfulEngine(t, "127.0.0.2", "llama-3-8b"), app)
-	listener := testenv.FreeAddr(t, "127.0.0.1")
-	class, gw := gatewayObjects(t, ns, listener)
-	policy := &v1alpha1.RoutingPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rp"},
-		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyPrefixCache},
-	}
-	route := httpRoute("llama", nil, "rp")
-	route.Namespace = ns
-	c.Create(t, class, gw, testenv.EngineService(ns, "llama", app), policy, route)
-
-	g, _ := runGateway(t, c, gateway.Options{})
-	registry := prometheus.NewRegistry()
-	if err := g.Register(registry); err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + listener
+	spec := v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyPrefixCache}
+	_, _, base, registry := policyGateway(t, c, ns, spec, []string{forgetfulEngine(t, "127.0.0.2", "llama-3-8b")})
 	testenv.WaitUntil(t, waitTimeout, "the gateway routes llama-3-8b", func() bool {
 		status, _ := post(base, "", chatBody("llama-3-8b", false))
 		return status == http.StatusOK
 	})
 	trimmed := func() float64 {
-		t.Helper()
-		families, err := registry.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() == "switchboard_gateway_prefix_index_trimmed_blocks_total" {
-				return f.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return 0
+		return metricValue(t, registry, "switchboard_gateway_prefix_index_trimmed_blocks_total")
 	}
 	send := func(prompt string, stream, usage bool) {
 		t.Helper()

@@ -42,7 +42,7 @@ func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scor
 	}
 	for i := range cands {
 		if cands[i].Metrics != nil {
-			scores[i] = -(est.TTFT(&cands[i], promptTokens) + est.Decode(&cands[i], maxTokens))
+			scores[i] = -est.Latency(&cands[i], promptTokens, maxTokens)
 		}
 	}
 	routing.RankUnknownLast(cands, scores)

@@ -18,7 +18,9 @@ type pod struct {
 	// token, per output token and per request; all zero means not observed yet.
 	prefill, decode, service float64
 	running, waiting         float64
-	inFlight                 int
+	// slots is the learnt number of running requests at which the engine queues.
+	slots    float64
+	inFlight int
 	// missing: no metrics; stale: metrics older than the staleness threshold.
 	missing, stale bool
 }
@@ -29,7 +31,7 @@ func (p pod) metrics() endpoint.Metrics {
 	m := endpoint.Metrics{Running: p.running, Waiting: p.waiting}
 	if p.prefill != 0 || p.decode != 0 || p.service != 0 {
 		m.Profile = endpoint.Profile{PrefillPerToken: p.prefill, DecodePerToken: p.decode, Service: p.service,
-			PrefilledTokens: 1e6, Requests: 1e3}
+			Slots: p.slots, PrefilledTokens: 1e6, Requests: 1e3}
 	}
 	if p.stale {
 		m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
@@ -50,14 +52,14 @@ func contextOver(pods []pod, req routing.Request) *routing.RoutingContext {
 }
 
 func TestScoreIsMinusExpectedLatency(t *testing.T) {
-	busy := pod{prefill: 0.001, decode: 0.02, service: 3, running: 4, waiting: 2}
+	busy := pod{prefill: 0.001, decode: 0.02, service: 3, running: 4, waiting: 2, slots: 4}
 	pods := []pod{
-		busy, // queue 2/4×3 = 1.5, prefill 500×0.001 = 0.5, decode 100×0.02 = 2
-		{prefill: 0.001, decode: 0.02, service: 3, inFlight: 3}, // 3 requests sent since the scrape, one at a time: 9 + 0.5 + 2
-		{},              // fresh, not learnt, idle: the fleet's mean speed, no queue
+		busy, // 3 to finish before a slot is free: 3×3/4 = 2.25, prefill 500×0.001 = 0.5, decode 100×0.02 = 2
+		{prefill: 0.001, decode: 0.02, service: 3, slots: 1, inFlight: 3}, // 3 sent since the scrape, one slot: 9 + 0.5 + 2
+		{},              // fresh, not learnt, idle: the fleet's mean speed and fewest slots, no queue
 		{missing: true}, // unknown: below the lowest known
 		{stale: true},   // unknown too
-		{running: 1, prefill: 0.004, decode: 0.08, service: 12}, // no queue: 2 + 8
+		{running: 1, slots: 8, prefill: 0.004, decode: 0.08, service: 12}, // no queue: 2 + 8
 	}
 	rc := contextOver(pods, routing.Request{PromptTokens: 500, MaxTokens: 100})
 	scores := make([]float64, len(pods))
@@ -67,7 +69,7 @@ func TestScoreIsMinusExpectedLatency(t *testing.T) {
 	// The speeds of the learnt pods differ from their mean by more than half again, so
 	// each keeps its own; the pod not learnt yet gets the mean of the three.
 	meanPrefill, meanDecode := (0.001+0.001+0.004)/3, (0.02+0.02+0.08)/3
-	want := []float64{-4, -11.5, -(500*meanPrefill + 100*meanDecode), -12.5, -12.5, -10}
+	want := []float64{-4.75, -11.5, -(500*meanPrefill + 100*meanDecode), -12.5, -12.5, -10}
 	for i := range want {
 		if math.Abs(scores[i]-want[i]) > 1e-9 {
 			t.Errorf("scores[%d] = %v, want %v", i, scores[i], want[i])
@@ -89,8 +91,8 @@ func TestPick(t *testing.T) {
 	}{
 		{name: "shorter engine queue", req: routing.Request{PromptTokens: 100},
 			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 2, waiting: 5}, {prefill: 0.001, decode: 0.02, service: 2, running: 2}}, want: 1},
-		{name: "requests sent since the scrape count as queued", req: routing.Request{PromptTokens: 100},
-			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 2, inFlight: 5}, {prefill: 0.001, decode: 0.02, service: 2, running: 2, inFlight: 2}}, want: 1},
+		{name: "requests sent since the scrape count beyond the slots", req: routing.Request{PromptTokens: 100},
+			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 2, slots: 2, inFlight: 5}, {prefill: 0.001, decode: 0.02, service: 2, running: 2, slots: 2, inFlight: 2}}, want: 1},
 		{name: "long completion: faster decode despite a queue", req: routing.Request{MaxTokens: 1000},
 			pods: []pod{slowDecode, fastDecode}, want: 1},
 		{name: "short completion: no queue despite slower decode", req: routing.Request{MaxTokens: 10},

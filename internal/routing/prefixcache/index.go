@@ -77,43 +77,45 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 // it holds hashes[0..n) but not hashes[n]. It returns 0 for an unknown endpoint or
 // another epoch and does not change recency.
 func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
-	set, ok := ix.lookup(k)
-	if !ok {
-		return 0
-	}
-	set.mu.RLock()
-	defer set.mu.RUnlock()
-	if set.epoch != epoch {
-		return 0
-	}
-	for n, h := range hashes {
-		if _, held := set.slots[h]; !held {
-			return n
+	n := 0
+	ix.read(k, epoch, func(set *blockLRU) {
+		for n < len(hashes) {
+			if _, held := set.slots[hashes[n]]; !held {
+				return
+			}
+			n++
 		}
-	}
-	return len(hashes)
+	})
+	return n
 }
 
 // Ticks appends to dst the tick of the last touch of each leading hash endpoint k holds
 // in epoch, stopping at the first it does not hold.
 func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
+	ix.read(k, epoch, func(set *blockLRU) {
+		for _, h := range hashes {
+			i, held := set.slots[h]
+			if !held {
+				return
+			}
+			dst = append(dst, set.nodes[i].tick)
+		}
+	})
+	return dst
+}
+
+// read calls fn with endpoint k's set, locked for reading, if the index has one of
+// epoch.
+func (ix *Index) read(k endpoint.Key, epoch uint64, fn func(*blockLRU)) {
 	set, ok := ix.lookup(k)
 	if !ok {
-		return dst
+		return
 	}
 	set.mu.RLock()
 	defer set.mu.RUnlock()
-	if set.epoch != epoch {
-		return dst
+	if set.epoch == epoch {
+		fn(set)
 	}
-	for _, h := range hashes {
-		i, held := set.slots[h]
-		if !held {
-			break
-		}
-		dst = append(dst, set.nodes[i].tick)
-	}
-	return dst
 }
 
 // Trim forgets every hash of endpoint k, in epoch, last touched at or before tick: what

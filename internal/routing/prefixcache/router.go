@@ -152,6 +152,8 @@ type decision struct {
 	hashes   []uint64
 	estimate ttft.Estimator
 	limit    int64 // the load guard: candidates with more requests in flight are left out
+	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)
+	tokens   int64 // the prompt's estimated tokens
 	buf      [stackHashes]uint64
 }
 
@@ -161,6 +163,10 @@ func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routin
 	d.r, d.rc, d.cands, d.estimate = r, rc, cands, ttft.New(cands)
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
 	d.hashes = r.hashes(rc, d.buf[:0])
+	d.minHeld = int(math.Ceil(r.cfg.MinMatchRatio * float64(len(d.hashes))))
+	if d.tokens = rc.PromptTokens; d.tokens <= 0 {
+		d.tokens = int64(len(rc.Prompt) / bytesPerToken)
+	}
 }
 
 // predict returns the predicted time to first token on candidate i, in seconds, and
@@ -174,23 +180,14 @@ func (d *decision) predict(i int) (float64, bool) {
 	}
 	held := 0
 	if len(d.hashes) > 0 {
-		held = d.r.index.Match(c.Key, d.hashes, epoch(c.Pod))
-		if float64(held)/float64(len(d.hashes)) < d.r.cfg.MinMatchRatio {
+		if held = d.r.index.Match(c.Key, d.hashes, epochOf(c)); held < d.minHeld {
 			held = 0
 		}
 	}
-	uncached := d.promptTokens() - int64(held*d.r.cfg.BlockSize)
-	return d.estimate.TTFT(c, float64(uncached)), true
+	return d.estimate.TTFT(c, float64(d.tokens-int64(held*d.r.cfg.BlockSize))), true
 }
 
-// promptTokens returns the request's estimated prompt tokens, counted from its prompt
-// when the request does not say.
-func (d *decision) promptTokens() int64 {
-	if n := d.rc.PromptTokens; n > 0 {
-		return n
-	}
-	return int64(len(d.rc.Prompt) / bytesPerToken)
-}
+
 
 // Learn records that the request's prompt blocks were routed to chosen, after telling
 // ObserveMatch how much of the prompt chosen already held. Its Receipt, when chosen was
@@ -237,9 +234,14 @@ func (r *Router) engine(p *cache.Pod) Engine {
 	return e
 }
 
-// epoch returns the restart epoch of p's engine as last scraped.
-func epoch(p *cache.Pod) uint64 {
-	if m := p.Metrics(); m != nil {
+// epochOf returns the restart epoch of c's engine: of its fresh metrics, or, when they
+// are stale, of the last scraped.
+func epochOf(c *routing.Candidate) uint64 {
+	m := c.Metrics
+	if m == nil {
+		m = c.Pod.Metrics()
+	}
+	if m != nil {
 		return m.Profile.Epoch
 	}
 	return 0

@@ -20,7 +20,9 @@ func BenchmarkRoute(b *testing.B) {
 		for i := range n {
 			fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i%100) / 100, Running: float64(i % 7),
 				TTFT: endpoint.Histogram{Count: 10, Sum: 1}, TPOT: endpoint.Histogram{Count: 100, Sum: 2},
-				GenerationTokens: float64(i)})
+				GenerationTokens: float64(i),
+				Profile: endpoint.Profile{PrefillPerToken: 1e-4, Service: 1, DecodePerToken: 0.02, Slots: 8,
+					PrefilledTokens: 1e6, Requests: 1e3}})
 		}
 		fleets[n] = fleet
 	}

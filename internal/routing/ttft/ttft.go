@@ -15,7 +15,6 @@
 package ttft
 
 import (
-	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -33,35 +32,33 @@ const (
 // decision; it is a value and safe to share while the decision lasts.
 type Estimator struct {
 	// fleet is the mean speed of the candidates whose speed is learnt, or the priors.
-	fleet endpoint.Profile
+	fleet speed
+}
+
+// speed is an engine's rates, in seconds, as a decision uses them.
+type speed struct {
+	prefillPerToken, service, decodePerToken float64
 }
 
 // New returns an Estimator for cands.
 func New(cands []routing.Candidate) Estimator {
-	var sum endpoint.Profile
+	var sum speed
 	n := 0
 	for i := range cands {
 		if m := cands[i].Metrics; m != nil && m.Profile.Learnt() {
-			p := &m.Profile
-			sum.PrefillPerToken += p.PrefillPerToken
-			sum.Service += p.Service
-			sum.DecodePerToken += p.DecodePerToken
+			sum.prefillPerToken += m.Profile.PrefillPerToken
+			sum.service += m.Profile.Service
+			sum.decodePerToken += m.Profile.DecodePerToken
 			n++
 		}
 	}
 	if n == 0 {
-		return Estimator{fleet: endpoint.Profile{
-			PrefillPerToken: PriorPrefillPerToken,
-			Service:         PriorService, DecodePerToken: PriorDecodePerToken,
-		}}
+		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken}}
 	}
 	k := 1 / float64(n)
-	fleet := endpoint.Profile{
-		PrefillPerToken: sum.PrefillPerToken * k,
-		Service:         sum.Service * k, DecodePerToken: sum.DecodePerToken * k,
-	}
-	if fleet.DecodePerToken == 0 {
-		fleet.DecodePerToken = PriorDecodePerToken
+	fleet := speed{prefillPerToken: sum.prefillPerToken * k, service: sum.service * k, decodePerToken: sum.decodePerToken * k}
+	if fleet.decodePerToken == 0 {
+		fleet.decodePerToken = PriorDecodePerToken
 	}
 	return Estimator{fleet: fleet}
 }
@@ -75,18 +72,18 @@ const distinct = 1.5
 
 // speed returns c's speed: the fleet's, with each of c's learnt rates that differs from
 // the fleet's by more than the factor distinct in its place.
-func (e Estimator) speed(c *routing.Candidate) endpoint.Profile {
-	p := e.fleet
-	if c.Metrics == nil || !c.Metrics.Profile.Learnt() {
-		return p
+func (e *Estimator) speed(c *routing.Candidate) speed {
+	s := e.fleet
+	m := c.Metrics
+	if m == nil || !m.Profile.Learnt() {
+		return s
 	}
-	own := &c.Metrics.Profile
-	p.PrefillPerToken = pick(own.PrefillPerToken, p.PrefillPerToken)
-	p.Service = pick(own.Service, p.Service)
-	if own.DecodePerToken > 0 {
-		p.DecodePerToken = pick(own.DecodePerToken, p.DecodePerToken)
+	s.prefillPerToken = pick(m.Profile.PrefillPerToken, s.prefillPerToken)
+	s.service = pick(m.Profile.Service, s.service)
+	if m.Profile.DecodePerToken > 0 {
+		s.decodePerToken = pick(m.Profile.DecodePerToken, s.decodePerToken)
 	}
-	return p
+	return s
 }
 
 // pick returns own if it differs from fleet by more than the factor distinct, fleet
@@ -101,17 +98,25 @@ func pick(own, fleet float64) float64 {
 // TTFT returns the predicted time to first token, in seconds, of a request on c whose
 // prompt has uncached tokens the engine is not expected to hold. The fixed part of a
 // prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
-func (e Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
-	return e.Wait(c) + e.speed(c).PrefillPerToken*max(uncached, 0)
+func (e *Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
+	return e.Latency(c, uncached, 0)
 }
 
-// Decode returns the predicted time, in seconds, to generate tokens output tokens on c.
-func (e Estimator) Decode(c *routing.Candidate, tokens float64) float64 {
-	return e.speed(c).DecodePerToken * max(tokens, 0)
+// Latency returns the predicted time, in seconds, until a request on c with uncached
+// prompt tokens the engine is not expected to hold has generated output tokens.
+func (e *Estimator) Latency(c *routing.Candidate, uncached, output float64) float64 {
+	s := e.speed(c)
+	return wait(c, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
-// the engine runs it: the requests ahead of it, each freeing a slot after Service over
+// the engine runs it (see wait).
+func (e *Estimator) Wait(c *routing.Candidate) float64 {
+	return wait(c, e.speed(c).service)
+}
+
+// wait returns the predicted time, in seconds, a request sent to c now would wait before
+// the engine runs it: the requests ahead of it, each freeing a slot after service over
 // the number of slots on average.
 //
 // The engine holds, as far as anyone knows, the requests of its last scrape (running
@@ -120,17 +125,15 @@ func (e Estimator) Decode(c *routing.Candidate, tokens float64) float64 {
 // learnt (Profile.Slots), the requests beyond the slots are ahead; where it is not, the
 // waiting requests and those sent since the scrape are, so that a burst spreads before
 // any scrape shows it.
-func (e Estimator) Wait(c *routing.Candidate) float64 {
+func wait(c *routing.Candidate, service float64) float64 {
 	m := c.Metrics
 	if m == nil {
 		return 0
 	}
 	sent := float64(c.InFlight - m.LocalInFlight)
-	load := max(float64(c.InFlight), m.Running+m.Waiting+sent)
-	service := e.speed(c).Service
 	if slots := m.Profile.Slots; slots > 0 {
+		load := max(float64(c.InFlight), m.Running+m.Waiting+sent)
 		return max(load-slots+1, 0) * service / slots
 	}
-	ahead := max(m.Waiting+sent, 0)
-	return ahead * service / max(m.Running, 1)
+	return max(m.Waiting+sent, 0) * service / max(m.Running, 1)
 }

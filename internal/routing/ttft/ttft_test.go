@@ -43,7 +43,8 @@ func TestWait(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cands := []routing.Candidate{tt.c}
-			if got := ttft.New(cands).Wait(&cands[0]); math.Abs(got-tt.want) > 1e-9 {
+			est := ttft.New(cands)
+			if got := est.Wait(&cands[0]); math.Abs(got-tt.want) > 1e-9 {
 				t.Errorf("Wait = %g, want %g", got, tt.want)
 			}
 		})
@@ -78,7 +79,7 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 	if got, want := est.TTFT(&cands[0], 1000), 1000*ttft.PriorPrefillPerToken; math.Abs(got-want) > 1e-12 {
 		t.Errorf("TTFT = %g, want the prior %g", got, want)
 	}
-	if got, want := est.Decode(&cands[0], 10), 10*ttft.PriorDecodePerToken; math.Abs(got-want) > 1e-12 {
-		t.Errorf("Decode = %g, want the prior %g", got, want)
+	if got, want := est.Latency(&cands[0], 0, 10), 10*ttft.PriorDecodePerToken; math.Abs(got-want) > 1e-12 {
+		t.Errorf("Latency of 10 output tokens = %g, want the prior %g", got, want)
 	}
 }
