@@ -187,8 +187,6 @@ func (d *decision) predict(i int) (float64, bool) {
 	return d.estimate.TTFT(c, float64(d.tokens-int64(held*d.r.cfg.BlockSize))), true
 }
 
-
-
 // Learn records that the request's prompt blocks were routed to chosen, after telling
 // ObserveMatch how much of the prompt chosen already held. Its Receipt, when chosen was
 // expected to hold part of the prompt, compares that with the cached tokens the engine
