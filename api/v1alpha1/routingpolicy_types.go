@@ -114,9 +114,9 @@ type RetryConfig struct {
 	// Attempts is the number of further endpoints tried after a connection failure or a 5xx
 	// answer, before any response byte was sent to the client. A request is never retried
 	// once the response has started; the last attempt's 5xx answer is sent to the client as
-	// is. Defaults to 0.
+	// is. Defaults to 2, as when spec.retry is absent.
 	// +optional
-	// +kubebuilder:default=0
+	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	Attempts *int32 `json:"attempts,omitempty"`

@@ -170,7 +170,7 @@ var _ = Describe("RoutingPolicy validation", func() {
 		Expect(got.Spec.PrefixCache.LoadImbalanceThreshold).To(HaveValue(BeEquivalentTo(8)))
 		Expect(got.Spec.SessionAffinity.Header).To(HaveValue(Equal("x-session-id")))
 		Expect(got.Spec.SessionAffinity.TTL).To(HaveValue(Equal(metav1.Duration{Duration: 30 * 60e9})))
-		Expect(got.Spec.Retry.Attempts).To(HaveValue(BeEquivalentTo(0)))
+		Expect(got.Spec.Retry.Attempts).To(HaveValue(BeEquivalentTo(2))) // the gateway's DefaultRetryAttempts, as when retry is absent
 		Expect(got.Spec.OutlierDetection.ConsecutiveFailures).To(HaveValue(BeEquivalentTo(5)))
 		Expect(got.Spec.OutlierDetection.BaseEjectionTime).To(HaveValue(Equal(metav1.Duration{Duration: 30e9})))
 		Expect(got.Spec.OutlierDetection.MaxEjectionPercent).To(HaveValue(BeEquivalentTo(50)))
