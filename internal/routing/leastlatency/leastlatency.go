@@ -25,17 +25,10 @@ func New() *Router {
 // returns routing.ErrUndecided, leaving scores unspecified, when no candidate with fresh
 // metrics has a learnt speed.
 func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	learnt := false
-	for i := range cands {
-		if m := cands[i].Metrics; m != nil && m.Profile.Learnt() {
-			learnt = true
-			break
-		}
-	}
-	if !learnt {
+	est := ttft.New(cands)
+	if !est.Learnt() {
 		return routing.ErrUndecided
 	}
-	est := ttft.New(cands)
 	promptTokens, maxTokens := float64(rc.PromptTokens), float64(rc.MaxTokens)
 	if rc.MaxTokens <= 0 {
 		maxTokens = DefaultMaxTokens

@@ -33,7 +33,13 @@ const (
 type Estimator struct {
 	// fleet is the mean speed of the candidates whose speed is learnt, or the priors.
 	fleet speed
+	// learnt reports whether any candidate's speed is learnt.
+	learnt bool
 }
+
+// Learnt reports whether some candidate's speed is learnt, rather than every prediction
+// resting on the priors.
+func (e *Estimator) Learnt() bool { return e.learnt }
 
 // speed is an engine's rates, in seconds, as a decision uses them.
 type speed struct {
@@ -60,7 +66,7 @@ func New(cands []routing.Candidate) Estimator {
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
-	return Estimator{fleet: fleet}
+	return Estimator{fleet: fleet, learnt: true}
 }
 
 // distinct is how far, as a ratio, an engine's learnt rate must differ from the fleet's
