@@ -227,9 +227,10 @@ func TestPrefillTimeGrowsWithUncachedTokens(t *testing.T) {
 	if want := te.engine.delay(te.engine.prefillTime(warmUncached, 1)); warmPrefill < want.Seconds() {
 		t.Errorf("warm prefill time %vs, want at least the modelled %v", warmPrefill, want)
 	}
-	// The modelled times differ by ~200ms, a margin no scheduling hiccup should close.
-	if warmPrefill >= coldPrefill {
-		t.Errorf("warm prefill time %vs is not less than cold %vs", warmPrefill, coldPrefill)
+	// Warm is modelled shorter than cold; the wall-clock times above are only checked
+	// against their lower bounds, which a busy machine cannot break.
+	if warm, cold := te.engine.prefillTime(warmUncached, 1), te.engine.prefillTime(coldUncached, 1); warm >= cold {
+		t.Errorf("modelled warm prefill %v is not less than cold %v", warm, cold)
 	}
 	if p.decode.sum != 0 {
 		t.Errorf("one-token completions decoded for %vs, want 0", p.decode.sum)
