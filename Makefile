@@ -80,6 +80,18 @@ bench: build k8s-tools ## Routing quality of every strategy (8 engine-sims behin
 bench-gateway: k8s-tools ## Measure gateway overhead against engine-sim directly (latency p50/p99, req/s; short and 200 KB prompts, streaming and not).
 	KUBEBUILDER_ASSETS=$(K8S_BIN) go test -run '^$$' -bench BenchmarkGatewayOverhead -benchtime $(BENCHTIME) ./internal/gateway/
 
+##@ Conformance
+
+CONFORMANCE_FLAGS ?=
+
+.PHONY: conformance
+conformance: k8s-tools ## Run the upstream Gateway API conformance suite (GATEWAY-HTTP) against the manager and gateway on a local control plane in a private network namespace; report and summary into docs/conformance/, logs into bin/conformance/; CONFORMANCE_FLAGS adds the suite's flags (e.g. -run-test=HTTPRouteWeight).
+	@mkdir -p $(LOCALBIN)/conformance
+	@KUBEBUILDER_ASSETS=$(K8S_BIN) hack/conformance.sh $(CONFORMANCE_FLAGS) 2>&1 | tee $(LOCALBIN)/conformance/suite.log | \
+	  grep --line-buffered -E '^\s*--- |^(PASS|FAIL|ok )|^\[conformance\]'
+	@sed -n '/^\*\*/p' docs/conformance/README.md
+	@! grep -qE '^(--- FAIL|FAIL)' $(LOCALBIN)/conformance/suite.log
+
 ##@ Build
 
 .PHONY: build

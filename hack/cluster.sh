@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Local control plane: etcd and kube-apiserver as processes on loopback, RBAC on, with an admin
-# kubeconfig at bin/kubeconfig. "up" starts them (idempotent) and installs the CRDs; "down" stops
-# exactly the processes that "up" started, found by the pid files under bin/cluster.
+# Local control plane: etcd, kube-apiserver and kube-controller-manager as processes on
+# loopback, RBAC on, with an admin kubeconfig at bin/kubeconfig. "up" starts them (idempotent)
+# and installs the CRDs; "down" stops exactly the processes that "up" started, found by the pid
+# files under bin/cluster.
 #
 #   hack/cluster.sh up|down|status
 set -euo pipefail
@@ -12,6 +13,7 @@ state=${CLUSTER_DIR:-$root/bin/cluster}
 kubeconfig=${KUBECONFIG_OUT:-$root/bin/kubeconfig}
 api_port=${APISERVER_PORT:-6443}
 etcd_port=${ETCD_PORT:-2379}
+kcm_port=${CONTROLLER_MANAGER_PORT:-10257}
 kubectl="$k8s/kubectl --kubeconfig $kubeconfig"
 
 log() { printf '[cluster] %s\n' "$*"; }
@@ -74,7 +76,7 @@ KCFG
 }
 
 up() {
-  [ -x "$k8s/kube-apiserver" ] || "$root/hack/install-k8s.sh"
+  [ -x "$k8s/kube-controller-manager" ] || "$root/hack/install-k8s.sh"
   mkdir -p "$state"
   certs
   if ! running etcd; then
@@ -109,6 +111,12 @@ up() {
     [ "$i" = 120 ] && { log "API server not ready after 60s"; exit 1; }
     sleep 0.5
   done
+  if ! running kube-controller-manager; then
+    log "starting kube-controller-manager on https://127.0.0.1:$kcm_port (log: $state/kube-controller-manager.log)"
+    setsid "$root/hack/kube-controller-manager.sh" "$kubeconfig" "$kcm_port" \
+      >"$state/kube-controller-manager.log" 2>&1 < /dev/null &
+    echo $! > "$state/kube-controller-manager.pid"
+  fi
   log "installing CRDs (Switchboard and Gateway API)"
   $kubectl apply --server-side -k "$root/config/crd" >/dev/null
   $kubectl apply --server-side -k "$root/config/crd/gateway-api" >/dev/null
@@ -118,7 +126,7 @@ up() {
 
 case "${1:-}" in
   up) up ;;
-  down) stop kube-apiserver; stop etcd ;;
-  status) for p in etcd kube-apiserver; do running "$p" && log "$p running (pid $(cat "$state/$p.pid"))" || log "$p stopped"; done ;;
+  down) stop kube-controller-manager; stop kube-apiserver; stop etcd ;;
+  status) for p in etcd kube-apiserver kube-controller-manager; do running "$p" && log "$p running (pid $(cat "$state/$p.pid"))" || log "$p stopped"; done ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

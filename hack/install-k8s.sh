@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from the Go module proxy, pinned by the tool modules
-# under hack/tools: kube-apiserver and kubectl (k8s.io/kubernetes), and etcd
+# under hack/tools: kube-apiserver, kube-controller-manager and kubectl (k8s.io/kubernetes), and etcd
 # (go.etcd.io/etcd/server/v3). Each build lands in a per-user cache outside the clone, keyed by
 # the tool module's go.sum, and is linked into bin/k8s, so a fresh clone on the same machine
 # reuses it. Idempotent: prints what it skips.
@@ -63,6 +63,7 @@ kube_ldflags() {
 }
 
 build etcd "$etcd_version" "$root/hack/tools/etcd" "" etcd=go.etcd.io/etcd/server/v3
-build kube-apiserver "$kube_version" "$root/hack/tools/kube-apiserver" "$(kube_ldflags)" \
-  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
+build kubernetes "$kube_version" "$root/hack/tools/kube-apiserver" "$(kube_ldflags)" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl \
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
 log "ready: $(ls "$bin_dir" | tr '\n' ' ')"

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -36,6 +37,9 @@ type feed[T client.Object] struct {
 	remove func(types.NamespacedName)
 	// predicates filter the watch events that reach Reconcile.
 	predicates []predicate.Predicate
+	// triggers are other kinds whose changes reconcile objects of this kind: apply reads
+	// them too.
+	triggers []trigger
 
 	// reader is the manager's informer cache; set by register.
 	reader client.Reader
@@ -46,15 +50,25 @@ type feed[T client.Object] struct {
 
 var _ reconcile.Reconciler = (*feed[client.Object])(nil)
 
+// trigger reconciles, on every change of an object of another kind, the keys that keys
+// maps it to.
+type trigger struct {
+	object client.Object
+	keys   handler.MapFunc
+}
+
 // register adds the feed's controller, named after role and kind, to mgr.
 func (f *feed[T]) register(mgr ctrl.Manager, role string) error {
 	f.reader = mgr.GetCache()
-	err := builder.ControllerManagedBy(mgr).
+	b := builder.ControllerManagedBy(mgr).
 		Named(role+"-cache-"+f.kind).
 		For(f.newObject(), builder.WithPredicates(f.predicates...)).
 		// Names are unique per role; many caches may live in one test process.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
-		Complete(f)
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)})
+	for _, t := range f.triggers {
+		b = b.Watches(t.object, handler.EnqueueRequestsFromMapFunc(t.keys))
+	}
+	err := b.Complete(f)
 	if err != nil {
 		return fmt.Errorf("register %s feed: %w", f.kind, err)
 	}

@@ -156,21 +156,6 @@ func adapterFeed(c *Cache) *feed[*v1alpha1.ModelAdapter] {
 	}
 }
 
-// serviceFeed mirrors Services, reduced to their selectors and ports, into s.
-func serviceFeed(s *Store[Service]) *feed[*corev1.Service] {
-	return &feed[*corev1.Service]{
-		kind:      "service",
-		newObject: func() *corev1.Service { return new(corev1.Service) },
-		newList:   func() client.ObjectList { return new(corev1.ServiceList) },
-		apply: func(svc *corev1.Service) error {
-			v := serviceFromObject(svc)
-			s.set(v.Key, v)
-			return nil
-		},
-		remove: s.remove,
-	}
-}
-
 // objectFeed mirrors objects of one kind unchanged into s. The informer cache hands the
 // feed a deep copy, so the stored object is shared with nobody but the store's readers.
 func objectFeed[T client.Object](kind string, s *Store[T], newObject func() T, newList func() client.ObjectList) *feed[T] {

@@ -3,10 +3,12 @@ package cache
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -356,6 +358,9 @@ func TestServiceSelects(t *testing.T) {
 		{"missing label", Service{Key: types.NamespacedName{Namespace: "ns"}, Selector: map[string]string{"tier": "gpu"}}, false},
 		{"other namespace", Service{Key: types.NamespacedName{Namespace: "other"}, Selector: map[string]string{v1alpha1.LabelModel: "llama"}}, false},
 		{"no selector", Service{Key: types.NamespacedName{Namespace: "ns"}}, false},
+		{"no selector, endpoint pod", Service{Key: types.NamespacedName{Namespace: "ns"}, EndpointPods: map[string]bool{"p1": true}}, true},
+		{"no selector, other endpoint pod", Service{Key: types.NamespacedName{Namespace: "ns"}, EndpointPods: map[string]bool{"p2": true}}, false},
+		{"endpoint pod of another namespace", Service{Key: types.NamespacedName{Namespace: "other"}, EndpointPods: map[string]bool{"p1": true}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,6 +368,47 @@ func TestServiceSelects(t *testing.T) {
 				t.Errorf("Selects() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestServiceFeedFollowsEndpointSlices checks that a Service without a selector selects
+// the pods its EndpointSlices' ready endpoints reference in its own namespace, and no
+// others: not endpoints that are not ready, name no pod, or name a pod of another
+// namespace, nor the endpoints of another Service's slices.
+func TestServiceFeedFollowsEndpointSlices(t *testing.T) {
+	s := new(Store[Service])
+	f := serviceFeed(s)
+	key := types.NamespacedName{Namespace: "ns", Name: "manual"}
+	pod := func(ns, name string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name}}
+	}
+	notReady := pod("ns", "p2")
+	notReady.Conditions.Ready = new(false)
+	slice := func(name, service string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+		}
+	}
+	objs := []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "manual"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8080}}}},
+		slice("manual-a", "manual", pod("ns", "p1"), notReady, pod("other", "p3")),
+		slice("manual-b", "manual", discoveryv1.Endpoint{Addresses: []string{"10.0.0.9"}}, pod("", "p5")),
+		slice("elsewhere", "other-service", pod("ns", "p4")),
+	}
+	if err := reconcileWith(t, f, key, objs...); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s.Get(key)
+	if want := map[string]bool{"p1": true, "p5": true}; !ok || !maps.Equal(got.EndpointPods, want) {
+		t.Fatalf("EndpointPods = %v (stored %v), want %v", got.EndpointPods, ok, want)
+	}
+	if reqs := sliceService(context.Background(), objs[1]); len(reqs) != 1 || reqs[0].NamespacedName != key {
+		t.Errorf("an EndpointSlice of %s reconciles %v", key, reqs)
+	}
+	if reqs := sliceService(context.Background(), &discoveryv1.EndpointSlice{}); len(reqs) != 0 {
+		t.Errorf("an EndpointSlice of no Service reconciles %v", reqs)
 	}
 }
 

@@ -1,20 +1,35 @@
 package cache
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Service is the part of a Kubernetes Service the gateway needs to resolve an HTTPRoute
-// backendRef to pods and ports: its name, Pod selector and ports.
+// backendRef to pods and ports: its name, the pods it selects and its ports.
 //
-// Selector and Ports are shared with every reader and MUST NOT be modified.
+// A Service with a selector selects the pods of its namespace that match it. A Service
+// without one selects the pods its EndpointSlices' ready endpoints reference (targetRef
+// kind Pod, in the Service's namespace): endpoints that name no pod, or a pod elsewhere,
+// are not followed, so a hand-written EndpointSlice cannot widen a route beyond its
+// Service's namespace.
+//
+// Selector, EndpointPods and Ports are shared with every reader and MUST NOT be modified.
 type Service struct {
 	// Key is the Service's namespace and name.
 	Key types.NamespacedName
-	// Selector is the Service's Pod selector; a Service without one selects no pods.
+	// Selector is the Service's Pod selector.
 	Selector map[string]string
+	// EndpointPods are, for a Service without a selector, the names of the pods its
+	// EndpointSlices' ready endpoints reference.
+	EndpointPods map[string]bool
 	// Ports are the Service's TCP ports.
 	Ports []ServicePort
 }
@@ -28,7 +43,66 @@ type ServicePort struct {
 	TargetPort intstr.IntOrString
 }
 
-// serviceFromObject returns the Service value of svc.
+// serviceFeed mirrors Services into s, reduced to what selects their pods and their
+// ports; EndpointSlice changes re-read the Service they belong to.
+func serviceFeed(s *Store[Service]) *feed[*corev1.Service] {
+	f := &feed[*corev1.Service]{
+		kind:      "service",
+		newObject: func() *corev1.Service { return new(corev1.Service) },
+		newList:   func() client.ObjectList { return new(corev1.ServiceList) },
+		remove:    s.remove,
+		triggers:  []trigger{{object: &discoveryv1.EndpointSlice{}, keys: sliceService}},
+	}
+	f.apply = func(svc *corev1.Service) error {
+		v := serviceFromObject(svc)
+		if len(v.Selector) == 0 {
+			// A read of the informer cache, in memory.
+			pods, err := endpointPods(context.Background(), f.reader, v.Key)
+			if err != nil {
+				return err
+			}
+			v.EndpointPods = pods
+		}
+		s.set(v.Key, v)
+		return nil
+	}
+	return f
+}
+
+// sliceService maps an EndpointSlice to the Service it belongs to.
+func sliceService(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// endpointPods returns the names of the pods of svc's namespace that the ready
+// endpoints of svc's EndpointSlices reference.
+func endpointPods(ctx context.Context, r client.Reader, svc types.NamespacedName) (map[string]bool, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(svc.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return nil, fmt.Errorf("list the EndpointSlices of Service %s: %w", svc, err)
+	}
+	pods := map[string]bool{}
+	for _, slice := range slices.Items {
+		for _, ep := range slice.Endpoints {
+			ref := ep.TargetRef
+			if ref == nil || ref.Kind != "Pod" || (ref.Namespace != "" && ref.Namespace != svc.Namespace) {
+				continue
+			}
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			pods[ref.Name] = true
+		}
+	}
+	return pods, nil
+}
+
+// serviceFromObject returns the Service value of svc, without its EndpointPods.
 func serviceFromObject(svc *corev1.Service) Service {
 	s := Service{
 		Key:      types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name},
@@ -42,11 +116,15 @@ func serviceFromObject(svc *corev1.Service) Service {
 	return s
 }
 
-// Selects reports whether the Service's selector selects p: p is in the Service's
-// namespace and carries every label of a non-empty selector.
+// Selects reports whether the Service selects p: p is in the Service's namespace and
+// carries every label of a non-empty selector, or, without a selector, is one of its
+// EndpointPods.
 func (s Service) Selects(p *Pod) bool {
-	if p.Key.Namespace != s.Key.Namespace || len(s.Selector) == 0 {
+	if p.Key.Namespace != s.Key.Namespace {
 		return false
+	}
+	if len(s.Selector) == 0 {
+		return s.EndpointPods[p.Key.Name]
 	}
 	for k, v := range s.Selector {
 		if got, ok := p.Labels[k]; !ok || got != v {

@@ -17,3 +17,4 @@ package gateway
 // +kubebuilder:rbac:groups="",resources=pods;services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies;modeladapters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch

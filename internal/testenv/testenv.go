@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -164,6 +165,31 @@ func buildTo(bin, name string) error {
 	return nil
 }
 
+// BuildCommands builds packages (such as "./cmd/gateway", or a tool of go.mod such as
+// "sigs.k8s.io/gateway-api/conformance/echo-basic") with one go build, which compiles
+// them in parallel, into a temporary directory, and returns the directory; each binary
+// is named after its package's last path element.
+func BuildCommands(t testing.TB, pkgs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %v: %v\n%s", pkgs, err, out)
+	}
+	return dir
+}
+
+// RunControllerManager starts kube-controller-manager against the control plane that
+// kubeconfig reaches, with the controllers hack/kube-controller-manager.sh runs
+// (Deployments, ReplicaSets, garbage collection, namespaces, ServiceAccounts), its
+// output written to out; it is killed when the test ends.
+func RunControllerManager(t testing.TB, out io.Writer, kubeconfig string) *Process {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(FreeAddr(t, "127.0.0.1"))
+	return RunTo(t, out, filepath.Join(root, "hack", "kube-controller-manager.sh"), kubeconfig, port)
+}
+
 // Process is a started binary.
 type Process struct {
 	cmd    *exec.Cmd
@@ -174,8 +200,14 @@ type Process struct {
 // ends unless it was stopped.
 func Run(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
+	return RunTo(t, os.Stderr, bin, args...)
+}
+
+// RunTo is Run with the process's output written to out.
+func RunTo(t testing.TB, out io.Writer, bin string, args ...string) *Process {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -192,19 +190,9 @@ func (s *system) startEngine(t testing.TB, host, model string, flags ...string) 
 // binary returns the path of the built command name.
 func (s *system) binary(name string) string { return filepath.Join(s.bin, name) }
 
-// buildBinaries builds the four commands with one go build, which compiles them in
-// parallel, into a temporary directory.
+// buildBinaries builds the four commands into a temporary directory.
 func buildBinaries(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/manager", "./cmd/gateway", "./cmd/metadata-service", "./cmd/engine-sim")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the commands: %v\n%s", err, out)
-	}
-	return dir
+	return testenv.BuildCommands(t, "./cmd/manager", "./cmd/gateway", "./cmd/metadata-service", "./cmd/engine-sim")
 }
 
 // listenerPort returns a port free on both 127.0.0.1 and 127.0.0.2, where the two
