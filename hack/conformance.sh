@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the upstream Gateway API conformance suite (test/conformance) in a private network
 # namespace of its own, where the whole 198.18.0.0/15 range (RFC 2544, for benchmarks) is
-# local on the loopback interface: Gateways get addresses from 198.18.1.0/24 and the pod
+# local on the loopback interface and nothing else is reachable: Gateways get addresses from 198.18.1.0/24 and the pod
 # runner's pods from 198.18.2.0/24. Unlike 127.0.0.0/8, the API server accepts these in
 # EndpointSlices, which the suite's HTTPRouteServiceTypes test writes; and nothing the run
 # binds or sends is visible outside the namespace, which ends with the run.
@@ -25,8 +25,11 @@ if [ -z "${SWITCHBOARD_CONFORMANCE_NETNS:-}" ]; then
   exec unshare --net -- env SWITCHBOARD_CONFORMANCE_NETNS=1 "$0" "$@"
 fi
 
+# An address of the range on lo makes the whole range local (the kernel adds the local
+# route), and a default route through lo gives the API server an address to advertise.
 ip link set lo up
-ip route add local 198.18.0.0/15 dev lo
+ip addr add 198.18.0.1/15 dev lo
+ip route add default dev lo
 cd "$root/test/conformance"
 exec "$out/conformance.test" -test.run '^TestGatewayAPIConformance$' -test.count 1 -test.timeout 45m -test.v \
   -switchboard.conformance -switchboard.log-dir "$out/logs" \
