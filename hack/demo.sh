@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole system on one machine (DESIGN §9): the local control plane, three simulated vLLM
-# engines registered as Pods, the manager, the gateway and the metadata service, the samples of
+# The whole system on one machine (DESIGN §9): the local control plane, a Deployment of three
+# simulated vLLM engines run by the pod runner, the manager, the gateway and the metadata service, the samples of
 # config/samples, then sample traffic and a report.
 #
 #   hack/demo.sh        start, send sample traffic, print a report, run until Ctrl-C
@@ -12,8 +12,10 @@
 #                    ext_proc 127.0.0.1:9002, metrics 127.0.0.1:8081, probes 127.0.0.1:8082
 #   manager          metrics 127.0.0.1:8083, probes 127.0.0.1:8084
 #   metadata-service API http://127.0.0.1:8090, metrics 127.0.0.1:8091, probes 127.0.0.1:8092
-#   engine-sim       127.0.0.11:8000, 127.0.0.12:8000, 127.0.0.13:8000 (pods llama-3-8b-0..2)
-#   control plane    kube-apiserver 127.0.0.1:6443, etcd 127.0.0.1:2379-2380 (hack/cluster.sh)
+#   pod-runner       probes 127.0.0.1:8085; runs the pods of Deployment llama-3-8b as engine-sim
+#                    processes on 127.0.0.11:8000, 127.0.0.12:8000, 127.0.0.13:8000
+#   control plane    kube-apiserver 127.0.0.1:6443, etcd 127.0.0.1:2379-2380, kube-controller-manager
+#                    127.0.0.1:10257 (hack/cluster.sh)
 #
 # Logs and state are in bin/demo: one <process>.log per process, and bin/demo/pids lists the
 # processes the demo started ("pid name" per line, the demo script itself first). Stopping
@@ -105,7 +107,7 @@ fi
 # busy HOST PORT: something accepts connections on HOST:PORT.
 busy() { timeout 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 ports=(127.0.0.1:8080 127.0.0.1:9002 127.0.0.1:8081 127.0.0.1:8082 127.0.0.1:8083 127.0.0.1:8084
-  127.0.0.1:8090 127.0.0.1:8091 127.0.0.1:8092 "${engines[@]}")
+  127.0.0.1:8085 127.0.0.1:8090 127.0.0.1:8091 127.0.0.1:8092 "${engines[@]}")
 for addr in "${ports[@]}"; do
   if busy "${addr%:*}" "${addr#*:}"; then
     die "$addr is already in use (see: ss -ltnp | grep ${addr#*:}); free it or stop the demo with 'make demo-down'"
@@ -193,37 +195,43 @@ $kubectl create namespace switchboard-system --dry-run=client -o yaml | $kubectl
 $kubectl apply -k "$root/config/samples"
 
 # ---------------------------------------------------------------------------- engines
-for i in "${!engines[@]}"; do
-  e=${engines[$i]}
-  start "engine-sim-$i" --listen "$e" --model "$model" --time-scale "$time_scale" --seed $((i + 1))
-done
-for i in "${!engines[@]}"; do
-  wait_until "engine-sim on ${engines[$i]} to be healthy" "engine-sim-$i" ok "http://${engines[$i]}/health"
-done
-
-log "registering a Ready pod per engine (labels app=$model, switchboard.dev/model=$model, switchboard.dev/port=8000)"
-for i in "${!engines[@]}"; do
-  ip=${engines[$i]%:*} port=${engines[$i]#*:} pod=$model-$i
-  $kubectl apply -f - >/dev/null <<POD
-apiVersion: v1
-kind: Pod
+# The pod runner plays kubelet for the local Node: it runs the Deployment's pods, which
+# kube-controller-manager creates, as engine-sim processes on 127.0.0.11-13, and reports
+# their status as they start, get ready and exit.
+start pod-runner --kubeconfig "$kubeconfig" --bin-dir "$bin" --state-dir "$state/pods" \
+  --pod-ip-range "${engines[0]%:*}-${engines[-1]%:*}" --health-probe-bind-address 127.0.0.1:8085
+wait_until "pod-runner ready (127.0.0.1:8085/readyz)" pod-runner ok http://127.0.0.1:8085/readyz
+# Engine pods an earlier version of the demo registered by hand have no ReplicaSet.
+$kubectl delete pod -l "app=$model,!pod-template-hash" --ignore-not-found >/dev/null
+log "deploying $model: a Deployment of ${#engines[@]} engine-sim pods (labels app=$model, switchboard.dev/model=$model, switchboard.dev/port=8000)"
+$kubectl apply -f - >/dev/null <<DEPLOYMENT
+apiVersion: apps/v1
+kind: Deployment
 metadata:
-  name: $pod
+  name: $model
   namespace: default
-  labels:
-    app: $model
-    switchboard.dev/model: $model
-    switchboard.dev/port: "$port"
+  labels: {app: $model}
 spec:
-  containers:
-  - name: engine
-    image: engine-sim
-    ports:
-    - containerPort: $port
-POD
-  $kubectl patch pod "$pod" --subresource=status --type=merge -p "{\"status\":{\"phase\":\"Running\",\"podIP\":\"$ip\",\"podIPs\":[{\"ip\":\"$ip\"}],\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}" >/dev/null
-  log "pod $pod -> $ip:$port"
-done
+  replicas: ${#engines[@]}
+  selector:
+    matchLabels: {app: $model}
+  template:
+    metadata:
+      labels: {app: $model, switchboard.dev/model: $model, switchboard.dev/port: "8000"}
+    spec:
+      containers:
+      - name: engine
+        image: switchboard/engine-sim
+        args: [--model, $model, --time-scale, "$time_scale"]
+        ports: [{name: http, containerPort: 8000}]
+        readinessProbe:
+          httpGet: {path: /health, port: 8000}
+          periodSeconds: 1
+DEPLOYMENT
+wait_until "deployment $model available (${#engines[@]} ready pods)" pod-runner \
+  $kubectl rollout status deployment/$model --timeout=2s
+$kubectl get pods -l app=$model -o custom-columns=POD:.metadata.name,IP:.status.podIP,READY:.status.containerStatuses[0].ready --no-headers |
+  while read -r pod ip ready; do log "pod $pod -> $ip:8000 (ready: $ready)"; done
 
 # ---------------------------------------------------------------------------- switchboard
 start manager --kubeconfig "$kubeconfig" --leader-election-namespace switchboard-system \
@@ -262,7 +270,7 @@ call() {
   report+=("$(printf '%-22s %-22s HTTP %s  x-switchboard-endpoint: %s' "$name" "$path" "$code" "${endpoint:--}")")
   if [ "$code" != 200 ]; then
     cat "$state/$name.json" >&2
-    die "$name: the gateway answered HTTP $code (logs: $state/gateway.log, $state/engine-sim-*.log)"
+    die "$name: the gateway answered HTTP $code (logs: $state/gateway.log, $state/pods/*/engine.log)"
   fi
 }
 # chat NAME BODY: call NAME on the chat completions API with BODY.
@@ -307,7 +315,8 @@ echo "Requests through the gateway $gw (bodies and headers in $state/<name>.json
 printf '  %s\n' "${report[@]}"
 echo
 echo "Engine prefix-cache hit rate (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total):"
-for i in "${!engines[@]}"; do printf '  %-14s %-18s %s\n' "$model-$i" "${engines[$i]}" "$(hit_rate "${engines[$i]}")"; done
+$kubectl get pods -l app=$model -o custom-columns=POD:.metadata.name,IP:.status.podIP --no-headers |
+  while read -r pod ip; do printf '  %-30s %-18s %s\n' "$pod" "$ip:8000" "$(hit_rate "$ip:8000")"; done
 echo
 echo "GET $md/v1/models:"
 curl -fsS --max-time 5 "$md/v1/models" | sed 's/^/  /'

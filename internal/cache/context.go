@@ -13,6 +13,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
 // Options configure a cache context.
@@ -110,8 +111,8 @@ func (m *Metadata) StaleAfter() time.Duration { return m.staleAfter }
 func (m *Metadata) ScrapeStats() ScrapeStats { return m.scraper.Stats() }
 
 // Gateway is the gateway's view of the cache: everything the request path reads (pods,
-// models, adapters, metrics, routing policies, Services, HTTPRoutes, Gateways and
-// GatewayClasses) and the
+// models, adapters, metrics, routing policies, Services, HTTPRoutes, Gateways,
+// GatewayClasses and the certificates of the Secrets their listeners name) and the
 // Tracker that counts its requests. Stored API objects are shared and MUST NOT be modified.
 type Gateway struct {
 	Reader
@@ -132,6 +133,9 @@ type Gateway struct {
 	Gateways *Store[*gatewayv1.Gateway]
 	// GatewayClasses are the GatewayClasses.
 	GatewayClasses *Store[*gatewayv1.GatewayClass]
+	// Certificates are what the Secrets named by listeners of Switchboard's Gateways hold
+	// for TLS, keyed by Secret; no other Secret is kept.
+	Certificates *Store[routetable.Certificate]
 
 	scraper    *Scraper
 	staleAfter time.Duration
@@ -172,9 +176,11 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 
 // InitForGateway builds the gateway's cache context on mgr: Pod (every Pod, for plain
 // Gateway API backends, not only engine Pods), ModelAdapter, RoutingPolicy, Service,
-// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds and the scraper
-// of engine metrics and model listings (of engine Pods only). The context starts with
-// mgr.
+// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds, a feed of the
+// certificates of the Secrets Switchboard's Gateways name (Secrets are watched
+// metadata-only; a named Secret's data is read with mgr's uncached API reader), and the
+// scraper of engine metrics and model listings (of engine Pods only). The context
+// starts with mgr.
 func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	c := New()
@@ -187,6 +193,7 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		GatewayClasses:  new(Store[*gatewayv1.GatewayClass]),
 		ReferenceGrants: new(Store[*gatewayv1.ReferenceGrant]),
 		Namespaces:      new(Store[map[string]string]),
+		Certificates:    new(Store[routetable.Certificate]),
 		scraper:         NewScraper(c, opts.Scrape),
 		staleAfter:      opts.StaleAfter,
 	}
@@ -194,7 +201,7 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		backendPodFeed(c), adapterFeed(c), policyFeed(g.Policies),
 		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),
 		gatewayClassFeed(g.GatewayClasses), referenceGrantFeed(g.ReferenceGrants),
-		namespaceFeed(g.Namespaces),
+		namespaceFeed(g.Namespaces), newCertificateFeed(g.Certificates),
 	}
 	var err error
 	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {

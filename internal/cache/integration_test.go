@@ -47,7 +47,7 @@ func TestInformersFeedCache(t *testing.T) {
 	// Every goroutine the caches start must end when their managers stop. The managers
 	// stop in cleanups registered after this one, so they run before it.
 	leaks := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks, metadataWatchLeak) })
 	var (
 		gw      *Gateway
 		mgrView *Manager

@@ -174,7 +174,7 @@ type compiledTable struct {
 
 // tableVersions are the versions of every store a route table is built from.
 type tableVersions struct {
-	classes, gateways, routes, grants, namespaces, services, policies uint64
+	classes, gateways, routes, grants, namespaces, services, policies, certificates uint64
 }
 
 func (g *Gateway) tableVersions() tableVersions {
@@ -182,12 +182,13 @@ func (g *Gateway) tableVersions() tableVersions {
 	return tableVersions{
 		classes: v.GatewayClasses.Version(), gateways: v.Gateways.Version(), routes: v.Routes.Version(),
 		grants: v.ReferenceGrants.Version(), namespaces: v.Namespaces.Version(),
-		services: v.Services.Version(), policies: v.Policies.Version(),
+		services: v.Services.Version(), policies: v.Policies.Version(), certificates: v.Certificates.Version(),
 	}
 }
 
-// Table returns the route table compiled from the current Gateway API objects, Services
-// and RoutingPolicies, rebuilding it if they changed since it was last built.
+// Table returns the route table compiled from the current Gateway API objects, Services,
+// RoutingPolicies and listeners' certificates, rebuilding it if they changed since it
+// was last built.
 func (g *Gateway) Table() *routetable.Table {
 	cur := g.table.Load()
 	if cur != nil && cur.versions == g.tableVersions() {
@@ -224,6 +225,7 @@ func (g *Gateway) Table() *routetable.Table {
 			_, _, err := g.router(p, "")
 			return true, err
 		},
+		Certificate: v.Certificates.Get,
 	})}
 	g.table.Store(next)
 	return next.Table

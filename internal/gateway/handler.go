@@ -57,7 +57,11 @@ func (g *Gateway) Handler(addr routetable.Addr) http.Handler {
 // rule with a RoutingPolicy filter routes by model (DESIGN §5); any other rule is plain
 // Gateway API routing.
 func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Request, start time.Time, o *outcome) {
-	m, ok := g.Table().Match(addr, r)
+	table := g.Table()
+	if misdirected(table, addr, w, r, o) {
+		return
+	}
+	m, ok := table.Match(addr, r)
 	if !ok {
 		o.fail(w, r, errRouteNotFound(fmt.Sprintf("No route matches %s %s on this listener.", r.Method, r.URL.Path)))
 		return
@@ -68,7 +72,7 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		o.fail(w, r, errInvalidFilter(rule.InvalidFilter))
 		return
 	}
-	if location, status, ok := rule.Filters.Redirect(r, m.Prefix, addr.Port, "http"); ok {
+	if location, status, ok := rule.Filters.Redirect(r, m.Prefix, addr.Port, listenerScheme(addr)); ok {
 		w.Header().Set("Location", location)
 		w.WriteHeader(status)
 		o.status = status

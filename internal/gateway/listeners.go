@@ -34,10 +34,12 @@ type ListenerOptions struct {
 }
 
 // Listeners is a manager runnable that serves the gateway on the addresses of
-// Switchboard's Gateways — each Gateway's own IP, on the ports of its HTTP listeners —
-// opening and closing them as Gateways change. An address that cannot be bound is
-// logged, counted in switchboard_gateway_listener_bind_failures_total and retried at
-// the next sync.
+// Switchboard's Gateways — each Gateway's own IP, on the ports of its HTTP and HTTPS
+// listeners — opening and closing them as Gateways change. On an HTTPS port it
+// terminates TLS (HTTP/2 and HTTP/1.1, by ALPN) with the certificate of the listener
+// that owns the client's server name, read at each handshake from the route table. An
+// address that cannot be bound is logged, counted in
+// switchboard_gateway_listener_bind_failures_total and retried at the next sync.
 //
 // Synchronisation model: the goroutine running Start owns servers; the servers'
 // goroutines are tracked by wg and only serve requests.
@@ -135,10 +137,16 @@ func (l *Listeners) serve(ctx context.Context, addr routetable.Addr) {
 		return
 	}
 	srv := inbound.NewServer(l.g.Handler(addr), l.g.opts.Inbound)
+	serve := srv.Serve
+	if addr.TLS {
+		srv.TLSConfig = l.g.tlsConfig(addr)
+		// The certificates come from TLSConfig; ServeTLS also offers HTTP/2 by ALPN.
+		serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+	}
 	l.servers[addr] = srv
-	log.FromContext(ctx).Info("Serving gateway listener", "address", ln.Addr().String())
+	log.FromContext(ctx).Info("Serving gateway listener", "address", ln.Addr().String(), "tls", addr.TLS)
 	l.wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.FromContext(ctx).Error(err, "Gateway listener failed", "address", hostPort)
 		}
 	})

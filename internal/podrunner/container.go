@@ -42,14 +42,7 @@ type forward struct{ pod, program string }
 // restartPolicy says, and records every change of its state.
 func (p *podRun) supervise(ctx context.Context, i int, vols podconfig.Volumes) {
 	c := &p.pod.Spec.Containers[i]
-	prog, ok := p.r.opts.Catalogue.Lookup(c.Image)
-	if !ok {
-		p.setContainer(i, func(s *containerState) {
-			s.state = waiting("ErrImagePull", p.r.opts.Catalogue.UnknownImageMessage(c.Image))
-		})
-		<-p.stopping
-		return
-	}
+	prog, _ := p.r.opts.Catalogue.Lookup(c.Image) // known: run checked every image
 	var b backoff
 	for {
 		l, err := p.prepare(ctx, c, prog, vols)

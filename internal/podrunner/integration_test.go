@@ -397,8 +397,8 @@ func TestRunner(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		pod = e.get(t, ns, "dns")
-		if pod.Status.Phase != corev1.PodPending || !hasCondition(pod, corev1.PodReady, corev1.ConditionFalse) {
-			t.Errorf("pod = %s, want Pending and not Ready", describe(pod))
+		if pod.Status.Phase != corev1.PodPending || !hasCondition(pod, corev1.PodReady, corev1.ConditionFalse) || pod.Status.PodIP != "" {
+			t.Errorf("pod = %s (IP %q), want Pending and not Ready, without an address", describe(pod), pod.Status.PodIP)
 		}
 	})
 

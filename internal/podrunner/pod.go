@@ -145,7 +145,13 @@ func (p *podRun) run() {
 		}
 	}()
 
-	if len(p.pod.Spec.InitContainers) == 0 {
+	switch {
+	case len(p.pod.Spec.InitContainers) > 0:
+		p.log.Info("init containers are not supported; the pod stays Pending")
+	case !p.imagesKnown():
+		p.log.Info("the pod has images the catalogue does not know; it stays Pending without an address")
+		<-p.stopping
+	default:
 		if vols, ok := p.setUp(ctx); ok {
 			var containers sync.WaitGroup
 			for i := range p.pod.Spec.Containers {
@@ -153,8 +159,6 @@ func (p *podRun) run() {
 			}
 			containers.Wait()
 		}
-	} else {
-		p.log.Info("init containers are not supported; the pod stays Pending")
 	}
 	p.mu.Lock()
 	ip := p.state.ip
@@ -172,6 +176,23 @@ func (p *podRun) run() {
 		}
 	}
 	p.log.Info("pod stopped", "deleted", p.deleting)
+}
+
+// imagesKnown reports whether the catalogue knows every container's image; it records
+// ErrImagePull for each container whose image it does not know, so that a pod that
+// cannot run never takes one of the range's addresses.
+func (p *podRun) imagesKnown() bool {
+	known := true
+	for i := range p.pod.Spec.Containers {
+		image := p.pod.Spec.Containers[i].Image
+		if _, ok := p.r.opts.Catalogue.Lookup(image); !ok {
+			known = false
+			p.setContainer(i, func(s *containerState) {
+				s.state = waiting("ErrImagePull", p.r.opts.Catalogue.UnknownImageMessage(image))
+			})
+		}
+	}
+	return known
 }
 
 // setUp gives the pod its address, directory and volumes, retrying with back-off

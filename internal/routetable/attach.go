@@ -35,15 +35,23 @@ type compiledListener struct {
 	httpRoutes bool
 }
 
-// served reports whether the gateway serves the listener: its Gateway has a usable
-// address and the listener does not conflict with another.
+// served reports whether the gateway serves the listener's hostname on its address: its
+// Gateway has a usable address and the listener does not conflict with another.
 func (l *compiledListener) served() bool {
 	return l.gateway.out.Unserved == "" && l.out.Conflicted == ""
 }
 
+// programmed reports whether the listener is served and can complete connections: an
+// HTTPS listener also needs a usable certificate. A served listener that is not
+// programmed still owns its hostname on the address, so that its requests are never
+// answered by a sibling listener.
+func (l *compiledListener) programmed() bool {
+	return l.served() && (l.out.TLS == nil || len(l.out.TLS.Certificates) > 0)
+}
+
 // collectGateways returns Switchboard's Gateways, oldest first, with the addresses they
-// are served on, and their HTTP listeners.
-func collectGateways(in Input) ([]*compiledGateway, []compiledListener) {
+// are served on, and their HTTP and HTTPS listeners, whose certificateRefs refs resolves.
+func collectGateways(in Input, refs *resolver) ([]*compiledGateway, []compiledListener) {
 	classes := map[string]bool{}
 	for _, c := range in.Classes {
 		if c != nil && c.Spec.ControllerName == ControllerName {
@@ -67,7 +75,7 @@ func collectGateways(in Input) ([]*compiledGateway, []compiledListener) {
 	var out []compiledListener
 	for _, g := range gateways {
 		g.assignAddress()
-		listeners := compileListeners(g, in.NamespaceLabels)
+		listeners := compileListeners(g, in.NamespaceLabels, refs)
 		if g.out.Unserved == "" {
 			g.claim(listeners, taken)
 		}
@@ -137,11 +145,12 @@ func unspecified(ip string) bool {
 	return err == nil && a.IsUnspecified()
 }
 
-// compileListeners returns the HTTP listeners of g, marking every listener that cannot
-// be told apart from another of g: the same port with another protocol
+// compileListeners returns the HTTP listeners of g and its HTTPS listeners that
+// terminate TLS, with their certificates resolved by refs, marking every listener that
+// cannot be told apart from another of g: the same port with another protocol
 // (ProtocolConflict), or the same port and hostname (HostnameConflict). Gateway API
 // forbids picking a winner among them, so none of them is served.
-func compileListeners(g *compiledGateway, nsLabels func(string) map[string]string) []compiledListener {
+func compileListeners(g *compiledGateway, nsLabels func(string) map[string]string, refs *resolver) []compiledListener {
 	gw := g.gw
 	type portHost struct {
 		port gatewayv1.PortNumber
@@ -165,7 +174,7 @@ func compileListeners(g *compiledGateway, nsLabels func(string) map[string]strin
 	}
 	var out []compiledListener
 	for _, l := range listeners {
-		if l.Protocol != gatewayv1.HTTPProtocolType {
+		if !servable(l) {
 			continue
 		}
 		host := listenerHost(l)
@@ -183,12 +192,47 @@ func compileListeners(g *compiledGateway, nsLabels func(string) map[string]strin
 				Port:       int32(l.Port),
 				Hostname:   host.String(),
 				Conflicted: conflict,
+				TLS:        listenerTLS(gw.Namespace, l, refs),
 			},
 			gateway:    g,
 			host:       host,
 			namespaces: allowedNamespaces(gw.Namespace, l.AllowedRoutes, nsLabels),
 			httpRoutes: allowsHTTPRoutes(l.AllowedRoutes),
 		})
+	}
+	return out
+}
+
+// servable reports whether the gateway can serve a listener of l's protocol: HTTP, or
+// HTTPS terminating TLS (tls.mode Terminate, the default; Passthrough is TLSRoute's).
+func servable(l gatewayv1.Listener) bool {
+	switch l.Protocol {
+	case gatewayv1.HTTPProtocolType:
+		return true
+	case gatewayv1.HTTPSProtocolType:
+		return l.TLS == nil || l.TLS.Mode == nil || *l.TLS.Mode == gatewayv1.TLSModeTerminate
+	}
+	return false
+}
+
+// listenerTLS resolves the TLS termination of l, a listener of a Gateway in gwNamespace:
+// nil for an HTTP listener.
+func listenerTLS(gwNamespace string, l gatewayv1.Listener, refs *resolver) *ListenerTLS {
+	if l.Protocol != gatewayv1.HTTPSProtocolType {
+		return nil
+	}
+	var certRefs []gatewayv1.SecretObjectReference
+	if l.TLS != nil {
+		certRefs = l.TLS.CertificateRefs
+	}
+	certs, problems := refs.certificates(gwNamespace, certRefs)
+	out := &ListenerTLS{Certificates: certs}
+	if len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.message
+		}
+		out.Unresolved, out.Message = problems[0].reason, joinProblems(msgs)
 	}
 	return out
 }
@@ -232,7 +276,7 @@ func allowedNamespaces(gwNamespace string, ar *gatewayv1.AllowedRoutes, nsLabels
 }
 
 // allowsHTTPRoutes reports whether allowedRoutes.kinds admits HTTPRoute; unset or empty
-// kinds admit the protocol's route kinds, which for HTTP is HTTPRoute.
+// kinds admit the protocol's route kinds, which for HTTP and HTTPS is HTTPRoute.
 func allowsHTTPRoutes(ar *gatewayv1.AllowedRoutes) bool {
 	if ar == nil || len(ar.Kinds) == 0 {
 		return true
@@ -290,7 +334,7 @@ func attach(route *gatewayv1.HTTPRoute, gateways []*compiledGateway, listeners [
 		case ps.Accepted:
 			ps.Reason, ps.Message = gatewayv1.RouteReasonAccepted, "Route attached to the Gateway"
 		case selected == 0:
-			ps.Reason, ps.Message = gatewayv1.RouteReasonNoMatchingParent, "No HTTP listener of the Gateway matches the parentRef's sectionName and port"
+			ps.Reason, ps.Message = gatewayv1.RouteReasonNoMatchingParent, "No HTTP or HTTPS listener of the Gateway matches the parentRef's sectionName and port"
 		case allowed > 0:
 			ps.Reason, ps.Message = gatewayv1.RouteReasonNoMatchingListenerHostname, "No hostname of the route matches a listener hostname"
 		default:

@@ -22,7 +22,6 @@ func TestAttachment(t *testing.T) {
 		{"class of another controller", []any{aClass("switchboard", "example.com/other"), gw(), chat().AttachedTo("gw")}, 80, "404"},
 		{"gateway of another class", []any{switchboardClass(), gw().OfClass("other"), chat().AttachedTo("gw")}, 80, "404"},
 		{"no class at all", []any{gw(), chat().AttachedTo("gw")}, 80, "404"},
-		{"HTTPS listener is not served", []any{switchboardClass(), aGateway("gw").Listening(onHTTPS("tls", 443)), chat().AttachedTo("gw")}, 443, "404"},
 		{"parentRef to another Gateway", []any{switchboardClass(), gw(), chat().AttachedTo("other")}, 80, "404"},
 		{"no parentRef", []any{switchboardClass(), gw(), chat()}, 80, "404"},
 		{"sectionName equals listener", []any{switchboardClass(), gw(), chat().AttachedTo("gw", section("web"))}, 80, "default/chat#0"},
@@ -68,6 +67,7 @@ func TestListenersAndPorts(t *testing.T) {
 	)
 	want := []Listener{
 		{Gateway: nn("default", "a"), Name: "web", Port: 80, AttachedRoutes: 2},
+		{Gateway: nn("default", "a"), Name: "tls", Port: 443, AttachedRoutes: 2},
 		{Gateway: nn("default", "b"), Name: "api", Port: 80, Hostname: "api.example.com"},
 		{Gateway: nn("default", "b"), Name: "web", Port: 8080},
 	}
@@ -76,11 +76,20 @@ func TestListenersAndPorts(t *testing.T) {
 		t.Fatalf("Listeners() = %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		g := got[i]
+		g.TLS = nil // checked below
+		if g != want[i] {
 			t.Errorf("Listeners()[%d] = %+v, want %+v", i, got[i], want[i])
 		}
+		if https := want[i].Name == "tls"; (got[i].TLS != nil) != https {
+			t.Errorf("Listeners()[%d].TLS = %+v, want it set only for the HTTPS listener", i, got[i].TLS)
+		}
 	}
-	wantAddrs := []Addr{{"127.0.0.1", 80}, {"127.0.0.2", 80}, {"127.0.0.2", 8080}}
+	// The HTTPS listener has no certificate: it takes routes, but its port is not served.
+	if tls := got[1].TLS; tls.Unresolved != gatewayv1.ListenerReasonInvalidCertificateRef || len(tls.Certificates) != 0 {
+		t.Errorf("HTTPS listener without tls: %+v, want no certificates and InvalidCertificateRef", tls)
+	}
+	wantAddrs := []Addr{{IP: "127.0.0.1", Port: 80}, {IP: "127.0.0.2", Port: 80}, {IP: "127.0.0.2", Port: 8080}}
 	if addrs := tbl.Addrs(); !slices.Equal(addrs, wantAddrs) {
 		t.Errorf("Addrs() = %v, want %v", addrs, wantAddrs)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -46,6 +47,14 @@ func build(t testing.TB, objs ...any) *Table {
 				err, ok := o[k.String()]
 				return ok, err
 			}
+		case secrets:
+			in.Certificate = func(k types.NamespacedName) (Certificate, bool) {
+				s, ok := o[k.String()]
+				if !ok {
+					return Certificate{}, false
+				}
+				return ParseCertificate(s), true
+			}
 		default:
 			t.Fatalf("build: unexpected fixture %T", o)
 		}
@@ -62,6 +71,10 @@ type services []string
 // policyStates gives Input.Policy: "namespace/name" of every RoutingPolicy that exists →
 // why it is invalid (nil when valid).
 type policyStates map[string]error
+
+// secrets gives Input.Certificate: "namespace/name" of every Secret that exists → the
+// Secret, parsed with ParseCertificate.
+type secrets map[string]*corev1.Secret
 
 func switchboardClass() *gatewayv1.GatewayClass { return aClass("switchboard", ControllerName) }
 
@@ -131,6 +144,22 @@ func onHTTPS(name string, port int32) *listenerBuilder {
 	l := onHTTP(name, port)
 	l.l.Protocol = gatewayv1.HTTPSProtocolType
 	return l
+}
+
+// WithCertificates sets the listener's tls.certificateRefs.
+func (b *listenerBuilder) WithCertificates(refs ...gatewayv1.SecretObjectReference) *listenerBuilder {
+	b.l.TLS = &gatewayv1.ListenerTLSConfig{CertificateRefs: refs}
+	return b
+}
+
+// secretRef is a certificateRef to the Secret name, or namespace/name in another
+// namespace.
+func secretRef(name string) gatewayv1.SecretObjectReference {
+	ref := gatewayv1.SecretObjectReference{Name: gatewayv1.ObjectName(name)}
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		ref.Namespace, ref.Name = ptr(gatewayv1.Namespace(ns)), gatewayv1.ObjectName(n)
+	}
+	return ref
 }
 
 func (b *listenerBuilder) ForHost(h string) *listenerBuilder {
@@ -351,11 +380,24 @@ func (b *backendBuilder) WithFilter(typ gatewayv1.HTTPRouteFilterType) *backendB
 // grantServicesIn lets HTTPRoutes in from reference Services in to (all of them, or the
 // named one).
 func grantServicesIn(to, from string, name ...string) *gatewayv1.ReferenceGrant {
+	return grant(to, "HTTPRoute", from, "Service", name...)
+}
+
+// grantSecretsIn lets Gateways in from reference Secrets in to (all of them, or the
+// named one).
+func grantSecretsIn(to, from string, name ...string) *gatewayv1.ReferenceGrant {
+	return grant(to, "Gateway", from, "Secret", name...)
+}
+
+// grant is a ReferenceGrant in namespace to letting fromKind objects (of the Gateway
+// API group) in namespace from reference core toKind objects: all of them, or the named
+// one.
+func grant(to, fromKind, from, toKind string, name ...string) *gatewayv1.ReferenceGrant {
 	g := &gatewayv1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: to, Name: "grant"},
 		Spec: gatewayv1.ReferenceGrantSpec{
-			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(from)}},
-			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+			From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: gatewayv1.Kind(fromKind), Namespace: gatewayv1.Namespace(from)}},
+			To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: gatewayv1.Kind(toKind)}},
 		},
 	}
 	if len(name) > 0 {

@@ -132,7 +132,7 @@ func TestGatewayAddresses(t *testing.T) {
 			t.Errorf("Gateway %s = %+v, want address %q unserved %q with a message when unserved", g.Gateway.Name, g, w.Address, w.Unserved)
 		}
 	}
-	wantAddrs := []Addr{{"127.0.0.1", 80}, {"127.0.0.1", 81}, {"127.0.1.7", 80}}
+	wantAddrs := []Addr{{IP: "127.0.0.1", Port: 80}, {IP: "127.0.0.1", Port: 81}, {IP: "127.0.1.7", Port: 80}}
 	if addrs := tbl.Addrs(); !slices.Equal(addrs, wantAddrs) {
 		t.Errorf("Addrs() = %v, want %v", addrs, wantAddrs)
 	}
@@ -150,7 +150,7 @@ func TestListenerConflicts(t *testing.T) {
 	)
 	want := map[gatewayv1.SectionName]gatewayv1.ListenerConditionReason{
 		"first": gatewayv1.ListenerReasonHostnameConflict, "again": gatewayv1.ListenerReasonHostnameConflict,
-		"plain-on-tls-port": gatewayv1.ListenerReasonProtocolConflict, "other-host": "",
+		"tls": gatewayv1.ListenerReasonProtocolConflict, "plain-on-tls-port": gatewayv1.ListenerReasonProtocolConflict, "other-host": "",
 	}
 	for _, l := range tbl.Listeners() {
 		if l.Conflicted != want[l.Name] {

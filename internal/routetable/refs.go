@@ -1,6 +1,7 @@
 package routetable
 
 import (
+	"crypto/tls"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -9,15 +10,17 @@ import (
 
 // resolver resolves the references of route rules: backendRefs (and mirror backends) to
 // Services, through ReferenceGrants across namespaces, and ExtensionRefs to
-// RoutingPolicies.
+// RoutingPolicies; and those of listeners: tls.certificateRefs to Secrets.
 type resolver struct {
 	grants        grantIndex
 	serviceExists func(types.NamespacedName) bool
 	policyState   func(types.NamespacedName) (bool, error)
+	certificate   func(types.NamespacedName) (Certificate, bool)
 }
 
 func newResolver(in Input) *resolver {
-	return &resolver{grants: newGrantIndex(in.ReferenceGrants), serviceExists: in.ServiceExists, policyState: in.Policy}
+	return &resolver{grants: newGrantIndex(in.ReferenceGrants), serviceExists: in.ServiceExists, policyState: in.Policy,
+		certificate: in.Certificate}
 }
 
 // policy reports whether the RoutingPolicy key exists and why it cannot be applied.
@@ -55,7 +58,7 @@ func (r *resolver) backend(routeNamespace string, ref gatewayv1.BackendRef) (Bac
 	switch {
 	case group != "" || kind != "Service":
 		return reject(gatewayv1.RouteReasonInvalidKind, "backendRef kind %s is not supported: only core Services", groupKind(group, kind))
-	case target.Namespace != routeNamespace && !r.grants.permits(routeNamespace, target):
+	case target.Namespace != routeNamespace && !r.grants.permits(routeKind, routeNamespace, "", "Service", target):
 		return reject(gatewayv1.RouteReasonRefNotPermitted, "no ReferenceGrant in namespace %s permits HTTPRoutes in %s to reference Service %s",
 			target.Namespace, routeNamespace, target.Name)
 	case ref.Port == nil:
@@ -66,13 +69,76 @@ func (r *resolver) backend(routeNamespace string, ref gatewayv1.BackendRef) (Bac
 	return Backend{Service: target, Port: int32(*ref.Port), Weight: weight}, RejectedBackend{}, true
 }
 
-// grantIndex answers whether a ReferenceGrant lets HTTPRoutes in one namespace reference
-// a Service in another.
+// certificates resolves the tls.certificateRefs of an HTTPS listener of a Gateway in
+// gwNamespace: the usable certificates in spec order, and a problem for every reference
+// that does not resolve. A reference into another namespace needs a ReferenceGrant there
+// (RefNotPermitted); then it must name a core Secret that exists and holds a certificate
+// (InvalidCertificateRef).
+func (r *resolver) certificates(gwNamespace string, refs []gatewayv1.SecretObjectReference) ([]*tls.Certificate, []listenerProblem) {
+	var certs []*tls.Certificate
+	var problems []listenerProblem
+	problem := func(reason gatewayv1.ListenerConditionReason, format string, args ...any) {
+		problems = append(problems, listenerProblem{reason: reason, message: fmt.Sprintf(format, args...)})
+	}
+	if len(refs) == 0 {
+		problem(gatewayv1.ListenerReasonInvalidCertificateRef, "An HTTPS listener needs a certificate: tls.certificateRefs is empty")
+	}
+	for i, ref := range refs {
+		group, kind := "", "Secret"
+		if ref.Group != nil {
+			group = string(*ref.Group)
+		}
+		if ref.Kind != nil {
+			kind = string(*ref.Kind)
+		}
+		target := types.NamespacedName{Namespace: gwNamespace, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			target.Namespace = string(*ref.Namespace)
+		}
+		switch {
+		case target.Namespace != gwNamespace && !r.grants.permits(gatewayKind, gwNamespace, group, kind, target):
+			problem(gatewayv1.ListenerReasonRefNotPermitted, "tls.certificateRefs[%d]: no ReferenceGrant in namespace %s permits Gateways in %s to reference %s %s",
+				i, target.Namespace, gwNamespace, groupKind(group, kind), target.Name)
+			continue
+		case group != "" || kind != "Secret":
+			problem(gatewayv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs[%d]: kind %s is not supported: only core Secrets", i, groupKind(group, kind))
+			continue
+		}
+		var cert Certificate
+		found := false
+		if r.certificate != nil {
+			cert, found = r.certificate(target)
+		}
+		switch {
+		case !found:
+			problem(gatewayv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs[%d]: Secret %s not found", i, target)
+		case cert.TLS == nil:
+			problem(gatewayv1.ListenerReasonInvalidCertificateRef, "tls.certificateRefs[%d]: Secret %s: %v", i, target, cert.Invalid)
+		default:
+			certs = append(certs, cert.TLS)
+		}
+	}
+	return certs, problems
+}
+
+// listenerProblem is one unresolved reference of a listener.
+type listenerProblem struct {
+	reason  gatewayv1.ListenerConditionReason
+	message string
+}
+
+// grantIndex answers whether a ReferenceGrant lets objects of a Gateway API kind in one
+// namespace (HTTPRoutes for backendRefs, Gateways for certificateRefs) reference objects
+// of a kind in another.
 type grantIndex map[grantKey]bool
 
+// grantKey is one permission: fromKind objects of the Gateway API group in fromNamespace
+// may reference the toGroup/toKind object name in toNamespace, or every one when name is
+// empty.
 type grantKey struct {
-	from, to string // namespaces
-	service  string // "" for every Service in the namespace
+	fromKind, fromNamespace      string
+	toGroup, toKind, toNamespace string
+	name                         string
 }
 
 func newGrantIndex(grants []*gatewayv1.ReferenceGrant) grantIndex {
@@ -82,16 +148,16 @@ func newGrantIndex(grants []*gatewayv1.ReferenceGrant) grantIndex {
 			continue
 		}
 		for _, from := range g.Spec.From {
-			if string(from.Group) != gatewayGroup || string(from.Kind) != routeKind {
+			if string(from.Group) != gatewayGroup {
 				continue
 			}
 			for _, to := range g.Spec.To {
-				if to.Group != "" || to.Kind != "Service" {
-					continue
+				k := grantKey{
+					fromKind: string(from.Kind), fromNamespace: string(from.Namespace),
+					toGroup: string(to.Group), toKind: string(to.Kind), toNamespace: g.Namespace,
 				}
-				k := grantKey{from: string(from.Namespace), to: g.Namespace}
 				if to.Name != nil {
-					k.service = string(*to.Name)
+					k.name = string(*to.Name)
 				}
 				idx[k] = true
 			}
@@ -100,7 +166,13 @@ func newGrantIndex(grants []*gatewayv1.ReferenceGrant) grantIndex {
 	return idx
 }
 
-func (g grantIndex) permits(fromNamespace string, target types.NamespacedName) bool {
-	return g[grantKey{from: fromNamespace, to: target.Namespace}] ||
-		g[grantKey{from: fromNamespace, to: target.Namespace, service: target.Name}]
+// permits reports whether a fromKind object in fromNamespace may reference the
+// toGroup/toKind object target.
+func (g grantIndex) permits(fromKind, fromNamespace, toGroup, toKind string, target types.NamespacedName) bool {
+	k := grantKey{fromKind: fromKind, fromNamespace: fromNamespace, toGroup: toGroup, toKind: toKind, toNamespace: target.Namespace}
+	if g[k] {
+		return true
+	}
+	k.name = target.Name
+	return g[k]
 }

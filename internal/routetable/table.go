@@ -2,6 +2,7 @@ package routetable
 
 import (
 	"cmp"
+	"crypto/tls"
 	"net/http"
 	"slices"
 
@@ -45,8 +46,9 @@ type Input struct {
 	Gateways []*gatewayv1.Gateway
 	// Routes are the HTTPRoutes to attach.
 	Routes []*gatewayv1.HTTPRoute
-	// ReferenceGrants permit backendRefs into other namespaces. A backendRef to a Service
-	// in another namespace without a grant in that namespace is rejected (RefNotPermitted).
+	// ReferenceGrants permit backendRefs and listeners' tls.certificateRefs into other
+	// namespaces. A backendRef to a Service, or a certificateRef to a Secret, in another
+	// namespace without a grant in that namespace is rejected (RefNotPermitted).
 	ReferenceGrants []*gatewayv1.ReferenceGrant
 	// NamespaceLabels returns the labels of a namespace, for allowedRoutes selectors; nil
 	// means selectors match nothing.
@@ -58,17 +60,27 @@ type Input struct {
 	// cannot apply it (nil when it can). A rule whose ExtensionRef names a missing or
 	// invalid policy answers 500. Nil means every policy exists and is valid.
 	Policy func(types.NamespacedName) (found bool, invalid error)
+	// Certificate returns what a Secret named by an HTTPS listener's tls.certificateRefs
+	// holds (see ParseCertificate), or false when the Secret does not exist. It is asked
+	// only for the Secrets CertificateRefs lists. Nil means no Secret exists.
+	Certificate func(types.NamespacedName) (Certificate, bool)
 }
 
-// Addr is where the gateway serves listeners: a Gateway's IP address and a listener port.
+// Addr is where the gateway serves listeners: a Gateway's IP address and a listener port,
+// and whether the listeners there are HTTP or HTTPS (a Gateway's listeners on one port
+// share a protocol, or conflict and are not served).
 type Addr struct {
 	// IP is the Gateway's address, as written in the Gateway ("127.0.0.1", "::1").
 	IP string
 	// Port is the listener port.
 	Port int32
+	// TLS is true for HTTPS listeners: the gateway terminates TLS on the address,
+	// presenting the certificate Certificates returns for the client's server name.
+	TLS bool
 }
 
-// Listener is one HTTP listener of a Gateway whose class Switchboard serves.
+// Listener is one HTTP or HTTPS listener (tls.mode Terminate) of a Gateway whose class
+// Switchboard serves.
 type Listener struct {
 	// Gateway is the listener's Gateway.
 	Gateway types.NamespacedName
@@ -87,6 +99,26 @@ type Listener struct {
 	// hostname) or ProtocolConflict (an earlier listener has the same port and another
 	// protocol). A conflicted listener accepts no routes and is not served.
 	Conflicted gatewayv1.ListenerConditionReason
+	// TLS is how an HTTPS listener terminates TLS; nil for an HTTP listener. It is shared
+	// with the table and MUST NOT be modified.
+	TLS *ListenerTLS
+}
+
+// ListenerTLS is the TLS termination of an HTTPS listener.
+type ListenerTLS struct {
+	// Certificates are the certificates of the tls.certificateRefs that resolve, in spec
+	// order; the gateway presents the first one the client supports. A listener without
+	// any accepts routes but is not programmed: no connection for its hostname completes
+	// a handshake.
+	Certificates []*tls.Certificate
+	// Unresolved is the reason of the listener's ResolvedRefs=False condition, empty when
+	// every certificateRef resolves: RefNotPermitted (another namespace without a
+	// ReferenceGrant) or InvalidCertificateRef (not a core Secret, a missing Secret, or
+	// one without a usable certificate), that of the first reference that does not
+	// resolve.
+	Unresolved gatewayv1.ListenerConditionReason
+	// Message lists every reference that does not resolve, and why.
+	Message string
 }
 
 // Gateway is where one of Switchboard's Gateways is served.
@@ -203,10 +235,12 @@ type addrRoutes struct {
 }
 
 // listenerGroup is the listeners on one address that share a hostname, with the match
-// entries of every route rule attached to them in precedence order.
+// entries of every route rule attached to them in precedence order and, on a TLS
+// address, their certificates.
 type listenerGroup struct {
 	host    hostPattern
 	entries []entry
+	certs   []*tls.Certificate
 }
 
 // entry is one HTTPRouteMatch of one rule, under one effective hostname.
@@ -217,8 +251,8 @@ type entry struct {
 	rank rank
 }
 
-// Listeners returns the HTTP listeners of Gateways whose class Switchboard serves, ordered
-// by Gateway, port and listener name. The slice is a copy.
+// Listeners returns the HTTP and HTTPS listeners of Gateways whose class Switchboard
+// serves, ordered by Gateway, port and listener name. The slice is a copy.
 func (t *Table) Listeners() []Listener {
 	if t == nil {
 		return nil
@@ -235,8 +269,8 @@ func (t *Table) Gateways() []Gateway {
 	return slices.Clone(t.gateways)
 }
 
-// Addrs returns the distinct addresses the gateway must listen on, ordered by IP and
-// port. The slice is a copy.
+// Addrs returns the distinct addresses the gateway must listen on, those with at least
+// one programmed listener, ordered by IP and port. The slice is a copy.
 func (t *Table) Addrs() []Addr {
 	if t == nil {
 		return nil
@@ -256,26 +290,23 @@ func (t *Table) Match(addr Addr, r *http.Request) (Matched, bool) {
 		return Matched{}, false
 	}
 	host := requestHost(r.Host)
-	for i := range ar.groups {
-		g := &ar.groups[i]
-		if !g.host.matches(host) {
-			continue
-		}
-		path := "/"
-		if r.URL != nil && r.URL.Path != "" {
-			path = r.URL.Path
-		}
-		for j := range g.entries {
-			e := &g.entries[j]
-			if e.host.matches(host) && e.m.matches(r, path) {
-				m := Matched{Rule: e.rule}
-				if e.m.kind == pathPrefix {
-					m.Prefix = e.m.path
-				}
-				return m, true
-			}
-		}
+	g := ar.owner(host)
+	if g == nil {
 		return Matched{}, false
+	}
+	path := "/"
+	if r.URL != nil && r.URL.Path != "" {
+		path = r.URL.Path
+	}
+	for j := range g.entries {
+		e := &g.entries[j]
+		if e.host.matches(host) && e.m.matches(r, path) {
+			m := Matched{Rule: e.rule}
+			if e.m.kind == pathPrefix {
+				m.Prefix = e.m.path
+			}
+			return m, true
+		}
 	}
 	return Matched{}, false
 }
@@ -285,8 +316,8 @@ func (t *Table) Match(addr Addr, r *http.Request) (Matched, bool) {
 // invalid regular expression) or recorded on the Rule (InvalidFilter, RejectedBackends),
 // the Listener (Conflicted), the Gateway (Unserved) and the route's RouteStatus.
 func Build(in Input) *Table {
-	gateways, listeners := collectGateways(in)
 	refs := newResolver(in)
+	gateways, listeners := collectGateways(in, refs)
 
 	// entries[i] collects the match entries attached to listeners[i].
 	entries := make([][]entry, len(listeners))
@@ -309,17 +340,21 @@ func Build(in Input) *Table {
 	}
 
 	groupIndex := map[groupKey]int{}
+	listened := map[Addr]bool{}
 	for i := range listeners {
 		l := &listeners[i]
 		t.listeners = append(t.listeners, l.out)
 		if !l.served() {
 			continue
 		}
-		addr := Addr{IP: l.gateway.out.Address, Port: l.out.Port}
+		addr := Addr{IP: l.gateway.out.Address, Port: l.out.Port, TLS: l.out.TLS != nil}
 		ar := t.byAddr[addr]
 		if ar == nil {
 			ar = &addrRoutes{}
 			t.byAddr[addr] = ar
+		}
+		if l.programmed() && !listened[addr] {
+			listened[addr] = true
 			t.addrs = append(t.addrs, addr)
 		}
 		key := groupKey{addr: addr, host: l.host.String()}
@@ -329,7 +364,11 @@ func Build(in Input) *Table {
 			groupIndex[key] = gi
 			ar.groups = append(ar.groups, listenerGroup{host: l.host})
 		}
-		ar.groups[gi].entries = append(ar.groups[gi].entries, entries[i]...)
+		g := &ar.groups[gi]
+		g.entries = append(g.entries, entries[i]...)
+		if l.out.TLS != nil {
+			g.certs = append(g.certs, l.out.TLS.Certificates...)
+		}
 	}
 	for _, ar := range t.byAddr {
 		slices.SortStableFunc(ar.groups, func(a, b listenerGroup) int { return a.host.compare(b.host) })

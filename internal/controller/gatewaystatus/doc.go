@@ -6,8 +6,10 @@
 // comes from the resulting table. It covers GatewayClasses whose spec.controllerName is
 // routetable.ControllerName (Accepted); Gateways of those classes (Accepted, Programmed,
 // status.addresses, and per listener supportedKinds, attachedRoutes and the Accepted,
-// Programmed, ResolvedRefs and Conflicted conditions); and the status.parents entries of
-// HTTPRoutes for parentRefs naming such Gateways (Accepted, ResolvedRefs, and
+// Programmed, ResolvedRefs and Conflicted conditions; an HTTPS listener's ResolvedRefs
+// says whether its tls.certificateRefs resolve to kubernetes.io/tls Secrets the Gateway
+// may use, and it is Programmed only with a usable certificate); and the status.parents
+// entries of HTTPRoutes for parentRefs naming such Gateways (Accepted, ResolvedRefs, and
 // PartiallyInvalid while some but not all rules answer 500).
 //
 // Each Gateway is served on one address of its own: its spec.addresses[0], or else one
@@ -16,6 +18,10 @@
 // pool has no address left for is Programmed=False, reason AddressNotAssigned. A Gateway
 // whose address and port an older Gateway already serves on is Programmed=False, reason
 // AddressNotUsable.
+//
+// Secrets are watched metadata-only: the data of a Secret a listener names is read
+// through the uncached API reader when its resourceVersion changes, and nothing is kept
+// of Secrets no listener names.
 //
 // One reconciler recomputes every status on any change of the objects it reads; the
 // work queue collapses bursts into one pass, and writes are skipped when nothing changed.

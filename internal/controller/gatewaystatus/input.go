@@ -18,8 +18,11 @@ import (
 // routetable.Build reads: GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants, and
 // the labels of Namespaces, the existence of Services and the existence and validity
 // (strategies.Validate) of RoutingPolicies. A table built from it is the table the
-// gateway serves from the same objects. The Input's functions are not safe for concurrent
-// use: it is meant for one Build at a time.
+// gateway serves from the same objects, but for the certificates of HTTPS listeners:
+// Input.Certificate is left nil (no Secret holds one), because reading Secrets takes the
+// uncached API reader; the Reconciler reads them itself. Route attachment does not
+// depend on them. The Input's functions are not safe for concurrent use: it is meant for
+// one Build at a time.
 func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, error) {
 	var (
 		in         routetable.Input

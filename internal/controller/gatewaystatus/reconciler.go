@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,6 +37,12 @@ type Reconciler struct {
 	// AddressPool is where Gateways without spec.addresses get their address from. With
 	// a nil pool such Gateways get none and are not programmed (AddressNotAssigned).
 	AddressPool *AddressPool
+	// APIReader reads the data of the Secrets that listeners' tls.certificateRefs name,
+	// uncached: Secrets are watched metadata-only, so the informer cache holds no Secret
+	// data. Defaults to the manager's API reader.
+	APIReader client.Reader
+
+	certificates *certificateReader
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -44,16 +51,28 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with mgr. It watches everything ReadInput
-// lists; every event enqueues the same request, so bursts collapse into one
-// recomputation.
+// lists, and the metadata of the Secrets Gateways' listeners name; every event enqueues
+// the same request, so bursts collapse into one recomputation.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("gateway status reconciler needs a Client")
 	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	r.certificates = &certificateReader{meta: r.Client, api: r.APIReader}
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
+	})
+	certificates := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, secret client.Object) []reconcile.Request {
+		named, err := referencedSecret(ctx, r.Client, client.ObjectKeyFromObject(secret))
+		if err != nil || named { // on doubt, recompute
+			return []reconcile.Request{everything}
+		}
+		return nil
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -64,6 +83,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, all).
 		Watches(&corev1.Service{}, all).
 		Watches(&v1alpha1.RoutingPolicy{}, all).
+		Watches(&corev1.Secret{}, certificates, builder.OnlyMetadata).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("register %s controller: %w", ControllerName, err)
@@ -72,8 +92,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile gives addresses to the Gateways that need one, builds the route table the
-// gateway serves from the same objects, and writes every status that differs from it.
-// The request is ignored.
+// gateway serves from the same objects and the certificates of the Secrets their
+// listeners name, and writes every status that differs from it. The request is ignored.
+// It needs SetupWithManager to have run.
 //
 // Writes carry the resourceVersion read from the cache: a write that conflicts was
 // computed from a stale object, whose newer version's watch event recomputes everything,
@@ -99,6 +120,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	alloc := allocate(r.AddressPool, ours)
 	in.Gateways = withAllocation(in.Gateways, gateways, alloc)
+	certs, err := r.certificates.certificates(ctx, ours)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	in.Certificate = func(key types.NamespacedName) (routetable.Certificate, bool) {
+		c, ok := certs[key]
+		return c, ok
+	}
 	table := routetable.Build(in)
 
 	var errs []error

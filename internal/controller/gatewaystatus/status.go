@@ -40,8 +40,10 @@ func classStatus(gc *gatewayv1.GatewayClass) gatewayv1.GatewayClassStatus {
 
 // gatewayStatus returns the status of one of Switchboard's Gateways from where the route
 // table serves it (served) and the table's listeners. unassigned, when not empty,
-// replaces the table's message for a Gateway without an address. The gateway serves HTTP
-// listeners only; others are not accepted.
+// replaces the table's message for a Gateway without an address. The gateway serves
+// HTTP listeners and HTTPS listeners that terminate TLS; others are not accepted. An
+// HTTPS listener without a usable certificate is accepted, and routes attach to it, but
+// it is not programmed.
 func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners []routetable.Listener, unassigned string) gatewayv1.GatewayStatus {
 	st := *gw.Status.DeepCopy()
 	gen := gw.Generation
@@ -71,11 +73,11 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 		set := func(typ gatewayv1.ListenerConditionType, ok bool, reason gatewayv1.ListenerConditionReason, msg string) {
 			setCondition(&ls.Conditions, string(typ), ok, reason, msg, gen)
 		}
-		cl, isHTTP := compiled[l.Name]
+		cl, servable := compiled[l.Name]
 		switch {
-		case !isHTTP:
+		case !servable:
 			invalid = append(invalid, fmt.Sprintf("%s (%s)", l.Name, gatewayv1.ListenerReasonUnsupportedProtocol))
-			msg := fmt.Sprintf("Protocol %s is not supported: only HTTP", l.Protocol)
+			msg := unsupportedMessage(l)
 			set(gatewayv1.ListenerConditionAccepted, false, gatewayv1.ListenerReasonUnsupportedProtocol, msg)
 			set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, msg)
 			set(gatewayv1.ListenerConditionResolvedRefs, true, gatewayv1.ListenerReasonResolvedRefs, "No references")
@@ -87,17 +89,21 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 			set(gatewayv1.ListenerConditionConflicted, true, cl.Conflicted, msg)
 			set(gatewayv1.ListenerConditionAccepted, false, cl.Conflicted, msg)
 			set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, msg)
-			setResolvedRefs(&ls, l.AllowedRoutes, gen)
+			setResolvedRefs(&ls, l.AllowedRoutes, cl.TLS, gen)
 		default:
 			ls.AttachedRoutes = cl.AttachedRoutes
 			set(gatewayv1.ListenerConditionConflicted, false, gatewayv1.ListenerReasonNoConflicts, "No conflicting listener")
 			set(gatewayv1.ListenerConditionAccepted, true, gatewayv1.ListenerReasonAccepted, "Listener accepted")
-			if served.Unserved != "" {
+			switch {
+			case cl.TLS != nil && len(cl.TLS.Certificates) == 0:
+				invalid = append(invalid, fmt.Sprintf("%s (%s)", l.Name, cl.TLS.Unresolved))
+				set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "No usable TLS certificate: "+cl.TLS.Message)
+			case served.Unserved != "":
 				set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The Gateway is not served: "+unservedMessage)
-			} else {
+			default:
 				set(gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, "Served by the Switchboard gateway")
 			}
-			setResolvedRefs(&ls, l.AllowedRoutes, gen)
+			setResolvedRefs(&ls, l.AllowedRoutes, cl.TLS, gen)
 		}
 		st.Listeners = append(st.Listeners, ls)
 	}
@@ -121,6 +127,15 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 	return st
 }
 
+// unsupportedMessage says why the listener l, which the route table does not serve, is
+// not supported.
+func unsupportedMessage(l gatewayv1.Listener) string {
+	if l.Protocol == gatewayv1.HTTPSProtocolType && l.TLS != nil && l.TLS.Mode != nil {
+		return fmt.Sprintf("tls.mode %s is not supported on HTTPS listeners: only Terminate", *l.TLS.Mode)
+	}
+	return fmt.Sprintf("Protocol %s is not supported: only HTTP and HTTPS", l.Protocol)
+}
+
 // conflictMessage says what the Conflicted listener l conflicts with.
 func conflictMessage(l routetable.Listener) string {
 	if l.Conflicted == gatewayv1.ListenerReasonProtocolConflict {
@@ -133,14 +148,26 @@ func conflictMessage(l routetable.Listener) string {
 	return fmt.Sprintf("Another listener of the Gateway uses port %d for %s", l.Port, host)
 }
 
-// setResolvedRefs sets the supportedKinds and ResolvedRefs condition of an HTTP
-// listener's status from its allowedRoutes.
-func setResolvedRefs(ls *gatewayv1.ListenerStatus, ar *gatewayv1.AllowedRoutes, gen int64) {
+// setResolvedRefs sets the supportedKinds and ResolvedRefs condition of an HTTP or
+// HTTPS listener's status from its allowedRoutes and, for HTTPS, its certificates (tls;
+// nil for HTTP). A certificateRef that does not resolve decides the reason.
+func setResolvedRefs(ls *gatewayv1.ListenerStatus, ar *gatewayv1.AllowedRoutes, tls *routetable.ListenerTLS, gen int64) {
 	kinds, unsupported := supportedKinds(ar)
 	ls.SupportedKinds = kinds
+	var problems []string
+	reason := gatewayv1.ListenerReasonResolvedRefs
+	if tls != nil && tls.Unresolved != "" {
+		reason = tls.Unresolved
+		problems = append(problems, tls.Message)
+	}
 	if len(unsupported) > 0 {
-		setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), false, gatewayv1.ListenerReasonInvalidRouteKinds,
-			"Route kinds not supported: "+strings.Join(unsupported, ", ")+"; only HTTPRoute", gen)
+		if reason == gatewayv1.ListenerReasonResolvedRefs {
+			reason = gatewayv1.ListenerReasonInvalidRouteKinds
+		}
+		problems = append(problems, "Route kinds not supported: "+strings.Join(unsupported, ", ")+"; only HTTPRoute")
+	}
+	if len(problems) > 0 {
+		setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), false, reason, strings.Join(problems, "; "), gen)
 		return
 	}
 	setCondition(&ls.Conditions, string(gatewayv1.ListenerConditionResolvedRefs), true, gatewayv1.ListenerReasonResolvedRefs, "All references resolved", gen)

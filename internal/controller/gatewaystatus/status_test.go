@@ -1,6 +1,7 @@
 package gatewaystatus
 
 import (
+	"crypto/tls"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -101,5 +102,92 @@ func TestGatewayStatusListeners(t *testing.T) {
 				t.Errorf("attachedRoutes %d, want %d", st.Listeners[0].AttachedRoutes, tc.listeners[0].AttachedRoutes)
 			}
 		})
+	}
+}
+
+// TestHTTPSListenerStatus checks the conditions of HTTPS listeners: accepted whatever
+// their certificates, programmed only with a usable one, ResolvedRefs from the route
+// table's verdict on their certificateRefs; tls.mode Passthrough is not supported.
+func TestHTTPSListenerStatus(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "gw"}
+	https := func(name string) gatewayv1.Listener {
+		return gatewayv1.Listener{Name: gatewayv1.SectionName(name), Port: 443, Protocol: gatewayv1.HTTPSProtocolType,
+			TLS: &gatewayv1.ListenerTLSConfig{CertificateRefs: []gatewayv1.SecretObjectReference{{Name: "cert"}}}}
+	}
+	passthrough := https("passthrough")
+	passthrough.Port = 8443
+	passthrough.TLS.Mode = new(gatewayv1.TLSModePassthrough)
+	gw := &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", Generation: 2},
+		Spec:       gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{https("good"), https("missing"), https("foreign"), passthrough}},
+	}
+	cert := &tls.Certificate{}
+	served := routetable.Gateway{Gateway: key, Address: "10.0.0.1"}
+	listeners := []routetable.Listener{
+		{Gateway: key, Name: "good", Port: 443, Hostname: "good.example", AttachedRoutes: 1,
+			TLS: &routetable.ListenerTLS{Certificates: []*tls.Certificate{cert}}},
+		{Gateway: key, Name: "missing", Port: 443, Hostname: "missing.example", AttachedRoutes: 1,
+			TLS: &routetable.ListenerTLS{Unresolved: gatewayv1.ListenerReasonInvalidCertificateRef, Message: "Secret ns/cert not found"}},
+		{Gateway: key, Name: "foreign", Port: 443, Hostname: "foreign.example",
+			TLS: &routetable.ListenerTLS{Unresolved: gatewayv1.ListenerReasonRefNotPermitted, Message: "no ReferenceGrant"}},
+	}
+	st := gatewayStatus(gw, served, listeners, "")
+	type cond struct {
+		listener gatewayv1.SectionName // "" for the Gateway's
+		typ      string
+		status   metav1.ConditionStatus
+		reason   string
+		message  string // checked when not empty
+	}
+	for _, w := range []cond{
+		{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid",
+			"Listeners not valid: missing (InvalidCertificateRef), foreign (RefNotPermitted), passthrough (UnsupportedProtocol)"},
+		{"", "Programmed", metav1.ConditionTrue, "Programmed", ""},
+		{"good", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+		{"good", "Programmed", metav1.ConditionTrue, "Programmed", ""},
+		{"good", "ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", ""},
+		{"missing", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+		{"missing", "Programmed", metav1.ConditionFalse, "Invalid", "No usable TLS certificate: Secret ns/cert not found"},
+		{"missing", "ResolvedRefs", metav1.ConditionFalse, "InvalidCertificateRef", "Secret ns/cert not found"},
+		{"foreign", "Programmed", metav1.ConditionFalse, "Invalid", ""},
+		{"foreign", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", ""},
+		{"passthrough", "Accepted", metav1.ConditionFalse, "UnsupportedProtocol", "tls.mode Passthrough is not supported on HTTPS listeners: only Terminate"},
+		{"passthrough", "Programmed", metav1.ConditionFalse, "Invalid", ""},
+	} {
+		conds := st.Conditions
+		if w.listener != "" {
+			conds = nil
+			for _, ls := range st.Listeners {
+				if ls.Name == w.listener {
+					conds = ls.Conditions
+				}
+			}
+		}
+		c := meta.FindStatusCondition(conds, w.typ)
+		switch {
+		case c == nil:
+			t.Errorf("listener %q: no %s condition", w.listener, w.typ)
+		case c.Status != w.status || c.Reason != w.reason || c.ObservedGeneration != 2 || w.message != "" && c.Message != w.message:
+			t.Errorf("listener %q: %s=%s %s gen %d %q, want %s %s gen 2 %q",
+				w.listener, w.typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, w.status, w.reason, w.message)
+		}
+	}
+	for i, want := range []int32{1, 1, 0, 0} {
+		ls := st.Listeners[i]
+		if ls.AttachedRoutes != want {
+			t.Errorf("listener %s: attachedRoutes %d, want %d (routes attach whatever the certificates)", ls.Name, ls.AttachedRoutes, want)
+		}
+		if kinds := ls.SupportedKinds; i < 3 && (len(kinds) != 1 || kinds[0].Kind != "HTTPRoute") {
+			t.Errorf("listener %s: supportedKinds %+v, want HTTPRoute", ls.Name, kinds)
+		}
+	}
+
+	// With no listener programmed, neither is the Gateway.
+	st = gatewayStatus(gw, served, listeners[1:], "")
+	if c := meta.FindStatusCondition(st.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Invalid" {
+		t.Errorf("Gateway without a usable certificate: Programmed %+v, want False Invalid", c)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, "Accepted"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ListenersNotValid" {
+		t.Errorf("Gateway without a usable certificate: Accepted %+v, want False ListenersNotValid", c)
 	}
 }
