@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/httpfilter"
 	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
@@ -146,11 +147,11 @@ func (x *exchange) proxy() {
 			mirrored = true
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
-		resp, err := x.send(target.Pod, port)
+		resp, err := x.send(target.Pod, port, backend.Filters)
 		x.observe(target.Pod, resp, err)
 		retry := attempt < x.retries && x.r.Context().Err() == nil
 		if err == nil && !(retry && x.retryableAnswer(resp)) {
-			x.relayAnswer(&answer{target, resp})
+			x.relayAnswer(&answer{target, resp, backend.Filters})
 			return
 		}
 		switch {
@@ -162,7 +163,7 @@ func (x *exchange) proxy() {
 				return
 			}
 		case resp.StatusCode >= http.StatusInternalServerError:
-			kept = &answer{target, resp} // relayed if no other endpoint serves
+			kept = &answer{target, resp, backend.Filters} // relayed if no other endpoint serves
 		default:
 			target.Release(0)
 			_ = resp.Body.Close() // the engine no longer serves the model: try another
@@ -177,10 +178,12 @@ func (x *exchange) proxy() {
 	}
 }
 
-// answer is an endpoint's response whose headers arrived, with its reservation.
+// answer is an endpoint's response whose headers arrived, with its reservation and
+// the filters of the backend it came through.
 type answer struct {
-	target *routing.Target
-	resp   *http.Response
+	target  *routing.Target
+	resp    *http.Response
+	filters *httpfilter.Chain
 }
 
 // discard closes an answer that is not relayed and releases its reservation.
@@ -199,7 +202,7 @@ func (x *exchange) relayAnswer(a *answer) {
 	x.o.status = a.resp.StatusCode
 	resp := a.resp
 	a.resp = nil // relay releases it
-	x.relay(a.target, resp)
+	x.relay(a.target, resp, a.filters)
 }
 
 // observe reports a round trip's outcome to the outlier detection: a failed round trip
@@ -301,14 +304,15 @@ func (x *exchange) retryable(err error) bool {
 	return isConnectError(err) && (x.stream == nil || !x.stream.started())
 }
 
-// send forwards the request, after the rule's filters, to port of pod and returns the
-// response headers. The upstream request ends with the client's.
-func (x *exchange) send(pod *cache.Pod, port int32) (*http.Response, error) {
+// send forwards the request, after the rule's filters and then the backend's, to port
+// of pod and returns the response headers. The upstream request ends with the client's.
+func (x *exchange) send(pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
 	out, err := upstreamRequest(x.r.Context(), x.r, pod.Address, port, x.body, x.stream)
 	if err != nil {
 		return nil, err
 	}
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
+	backend.ModifyRequest(out, x.matched.Prefix)
 	return x.g.transport.RoundTrip(out)
 }
 
@@ -338,7 +342,7 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 // relay streams resp to the client, flushing each chunk as it arrives so that
 // server-sent events reach the client one by one, and releases the reservation when the
 // response ends, fails or the client goes away.
-func (x *exchange) relay(target *routing.Target, resp *http.Response) {
+func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *httpfilter.Chain) {
 	defer target.Release(0)
 	defer resp.Body.Close()
 	h := x.w.Header()
@@ -346,6 +350,7 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response) {
 	h.Set(HeaderEndpoint, target.Pod.Key.String())
 	h.Set(HeaderRequestID, x.r.Header.Get(HeaderRequestID))
 	x.matched.Rule.Filters.ModifyResponse(h)
+	backend.ModifyResponse(h)
 	x.w.WriteHeader(resp.StatusCode)
 	flusher := http.NewResponseController(x.w)
 	var usage *openai.UsageScanner // the engine's word on the prompt, for the router

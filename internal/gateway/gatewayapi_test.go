@@ -92,6 +92,19 @@ func backend(name string, port, weight int32) gatewayv1.HTTPBackendRef {
 }
 
 // route is an HTTPRoute ns/name on Gateway gw for hostname with one rule.
+// backendWithHeader is backendRef name:80 whose own filters set request header
+// X-Backend and response header X-From to value.
+func backendWithHeader(name, value string) gatewayv1.HTTPBackendRef {
+	b := backend(name, 80, 1)
+	b.Filters = []gatewayv1.HTTPRouteFilter{
+		{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+			Set: []gatewayv1.HTTPHeader{{Name: "X-Backend", Value: value}}}},
+		{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{
+			Set: []gatewayv1.HTTPHeader{{Name: "X-From", Value: value}}}},
+	}
+	return b
+}
+
 func route(ns, name, gw, hostname string, rule gatewayv1.HTTPRouteRule) *gatewayv1.HTTPRoute {
 	return &gatewayv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -212,6 +225,8 @@ func TestGatewayAPIRouting(t *testing.T) {
 			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterExtensionRef, ExtensionRef: &gatewayv1.LocalObjectReference{
 				Group: "example.com", Kind: "RateLimit", Name: "x"}}},
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "backend-filters", "gw", "backend-filters.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backendWithHeader("web-a", "a"), backendWithHeader("web-b", "b")}}),
 		route(tenantA, "on-other", "other", "web.example", gatewayv1.HTTPRouteRule{
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-b", 80, 1)}}),
 	)
@@ -366,6 +381,22 @@ func TestGatewayAPIRouting(t *testing.T) {
 		hitsBefore := hitsA.Load()
 		if status, _, _ := send(t, base, http.MethodGet, "foreign.example", "/", ""); status != http.StatusInternalServerError || hitsA.Load() != hitsBefore {
 			t.Errorf("ExtensionRef to an unknown kind: %d, want 500 and no request upstream", status)
+		}
+	})
+
+	t.Run("a backendRef's filters apply to its requests only", func(t *testing.T) {
+		seen := map[string]bool{}
+		for range 20 {
+			status, h, e := send(t, base, http.MethodGet, "backend-filters.example", "/", "")
+			want := strings.TrimPrefix(e.Pod, "web-")
+			if status != http.StatusOK || e.Headers.Get("X-Backend") != want || h.Get("X-From") != want {
+				t.Fatalf("request served by %s: %d, X-Backend %q, response X-From %q; want 200 and %q twice",
+					e.Pod, status, e.Headers.Get("X-Backend"), h.Get("X-From"), want)
+			}
+			seen[e.Pod] = true
+		}
+		if len(seen) != 2 {
+			t.Errorf("20 requests reached only %v; want both backends", seen)
 		}
 	})
 

@@ -58,15 +58,14 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 			}
 		}
 		for bi, b := range r.BackendRefs {
-			if len(b.Filters) > 0 {
-				fail(true, "backendRefs[%d]: per-backend filters are not supported", bi)
-			}
+			filters := backendFilters(bi, b.Filters, fail)
 			backend, rejected, ok := refs.backend(route.Namespace, b.BackendRef)
 			if !ok {
 				cr.rule.RejectedBackends = append(cr.rule.RejectedBackends, rejected)
 				cr.problems = append(cr.problems, problem{rejected.Reason, fmt.Sprintf("backendRefs[%d]: %s", bi, rejected.Message)})
 				continue
 			}
+			backend.Filters = filters
 			cr.rule.Backends = append(cr.rule.Backends, backend)
 		}
 		cr.rule.InvalidFilter = strings.Join(invalid, "; ")
@@ -82,6 +81,26 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 		out = append(out, cr)
 	}
 	return out
+}
+
+// backendFilters compiles the filters of backendRefs[bi], which modify the requests
+// the backend receives and their responses: header modifiers and URLRewrite. A redirect,
+// mirror or RoutingPolicy belongs to the rule, not to one of its backends.
+func backendFilters(bi int, filters []gatewayv1.HTTPRouteFilter, fail func(bool, string, ...any)) *httpfilter.Chain {
+	for fi, f := range filters {
+		switch f.Type {
+		case gatewayv1.HTTPRouteFilterRequestRedirect, gatewayv1.HTTPRouteFilterRequestMirror, gatewayv1.HTTPRouteFilterExtensionRef:
+			fail(true, "backendRefs[%d].filters[%d]: a %s filter is not supported on a backendRef, only on its rule", bi, fi, f.Type)
+		}
+	}
+	chain, problems := httpfilter.Compile(filters)
+	for _, p := range problems {
+		fail(true, "backendRefs[%d]: %s", bi, p)
+	}
+	if chain.Empty() {
+		return nil
+	}
+	return chain
 }
 
 // extensionRef records the RoutingPolicy that filters[fi] applies, or why it cannot be.

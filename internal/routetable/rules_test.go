@@ -2,6 +2,8 @@ package routetable
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sync"
 	"testing"
@@ -46,8 +48,12 @@ func TestPolicyAndFilters(t *testing.T) {
 		{"two policies", aRule().WithPolicy("a").WithPolicy("b"), &types.NamespacedName{Namespace: "team", Name: "a"}, "filters[1]: more than one RoutingPolicy ExtensionRef filter"},
 		{"RequestMirror without requestMirror", aRule().WithFilter(gatewayv1.HTTPRouteFilterRequestMirror), nil,
 			"filters[0]: RequestMirror filter without requestMirror"},
-		{"per-backend filter", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier)), nil,
-			"backendRefs[0]: per-backend filters are not supported"},
+		{"per-backend filter without its field", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterRequestHeaderModifier)), nil,
+			"backendRefs[0]: RequestHeaderModifier filter without requestHeaderModifier"},
+		{"per-backend redirect", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterRequestRedirect)), nil,
+			"backendRefs[0].filters[0]: a RequestRedirect filter is not supported on a backendRef, only on its rule; backendRefs[0]: RequestRedirect filter without requestRedirect"},
+		{"per-backend RoutingPolicy", aRule().To(service("engine", 8000).WithFilter(gatewayv1.HTTPRouteFilterExtensionRef)), nil,
+			"backendRefs[0].filters[0]: a ExtensionRef filter is not supported on a backendRef, only on its rule"},
 		{"missing policy", aRule().WithPolicy("gone"), &types.NamespacedName{Namespace: "team", Name: "gone"},
 			"RoutingPolicy team/gone referenced by the route does not exist"},
 		{"invalid policy", aRule().WithPolicy("broken"), &types.NamespacedName{Namespace: "team", Name: "broken"},
@@ -131,6 +137,26 @@ func TestBackends(t *testing.T) {
 				t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, tc.wantRejected)
 			}
 		})
+	}
+}
+
+// TestBackendFilters checks that a backendRef's own filters are compiled onto its
+// backend, and only onto it.
+func TestBackendFilters(t *testing.T) {
+	modified := service("a", 1)
+	modified.b.Filters = []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier,
+		RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Backend", Value: "a"}}}}}
+	r := ruleOf(t, aRule().To(modified, service("b", 2)), policyStates{})
+	if r.InvalidFilter != "" || len(r.Backends) != 2 {
+		t.Fatalf("rule = %+v, want two valid backends", r)
+	}
+	if r.Backends[0].Filters.Empty() || !r.Backends[1].Filters.Empty() || !r.Filters.Empty() {
+		t.Fatalf("filters: backend a %v, backend b %v, rule %v; want only backend a's", r.Backends[0].Filters, r.Backends[1].Filters, r.Filters)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Backends[0].Filters.ModifyRequest(req, "")
+	if got := req.Header.Get("X-Backend"); got != "a" {
+		t.Errorf("backend a's filters set X-Backend = %q, want a", got)
 	}
 }
 

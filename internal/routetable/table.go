@@ -182,6 +182,9 @@ type Backend struct {
 	Port int32
 	// Weight is the backend's relative share of requests.
 	Weight int32
+	// Filters are the backendRef's own filters, applied after the rule's to the requests
+	// it receives and their responses; nil when it has none.
+	Filters *httpfilter.Chain
 }
 
 // Mirror is the target of a RequestMirror filter: a Service backend and the share of

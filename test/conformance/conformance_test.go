@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-	"sigs.k8s.io/gateway-api/pkg/features"
-	"sigs.k8s.io/yaml"
+		"sigs.k8s.io/yaml"
 
+	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
@@ -97,7 +97,9 @@ func TestGatewayAPIConformance(t *testing.T) {
 		opts.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
 	}
 	if len(opts.SupportedFeatures) == 0 && !opts.EnableAllSupportedFeatures {
-		opts.SupportedFeatures = supportedFeatures
+		// What the manager publishes in the GatewayClass's status.supportedFeatures, given
+		// explicitly so that -run-test, which turns off the suite's inference, runs too.
+		opts.SupportedFeatures = gatewaystatus.SupportedFeatures
 	}
 	opts.Implementation = implementation(opts.Implementation)
 	opts.ManifestFS = []fs.FS{manifests(t), &conformance.Manifests}
@@ -125,14 +127,6 @@ func TestGatewayAPIConformance(t *testing.T) {
 	t.Logf("system up in %v", time.Since(start).Round(time.Millisecond))
 	conformance.RunConformanceWithOptions(t, opts)
 	t.Logf("conformance run took %v", time.Since(start).Round(time.Second))
-}
-
-// supportedFeatures are the features Switchboard declares: GATEWAY-HTTP's Core features
-// and the extended ones it implements.
-var supportedFeatures = []features.FeatureName{
-	features.SupportGateway,
-	features.SupportHTTPRoute,
-	features.SupportReferenceGrant,
 }
 
 // implementation fills in what the report says of Switchboard, keeping what flags set.

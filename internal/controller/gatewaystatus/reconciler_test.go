@@ -3,6 +3,7 @@ package gatewaystatus_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"net/netip"
 	"os"
 	"strings"
@@ -337,6 +338,15 @@ func TestGatewayAPIStatus(t *testing.T) {
 		var gc gatewayv1.GatewayClass
 		if err := k.Get(ctx, client.ObjectKey{Name: e.class}, &gc); err != nil {
 			return err
+		}
+		var published []string
+		for _, f := range gc.Status.SupportedFeatures {
+			published = append(published, string(f.Name))
+		}
+		for _, f := range gatewaystatus.SupportedFeatures {
+			if !slices.Contains(published, string(f)) {
+				return fmt.Errorf("status.supportedFeatures = %v lacks %s", published, f)
+			}
 		}
 		return hasCondition(gc.Status.Conditions, gatewayv1.GatewayClassConditionStatusAccepted, metav1.ConditionTrue,
 			gatewayv1.GatewayClassReasonAccepted, gc.Generation)

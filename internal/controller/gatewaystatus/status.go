@@ -35,6 +35,7 @@ func classStatus(gc *gatewayv1.GatewayClass) gatewayv1.GatewayClassStatus {
 	st := *gc.Status.DeepCopy()
 	setCondition(&st.Conditions, string(gatewayv1.GatewayClassConditionStatusAccepted), true,
 		gatewayv1.GatewayClassReasonAccepted, "Switchboard serves this class", gc.Generation)
+	st.SupportedFeatures = supportedFeatures()
 	return st
 }
 

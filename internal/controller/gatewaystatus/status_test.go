@@ -2,6 +2,8 @@ package gatewaystatus
 
 import (
 	"crypto/tls"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -189,5 +191,17 @@ func TestHTTPSListenerStatus(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(st.Conditions, "Accepted"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "ListenersNotValid" {
 		t.Errorf("Gateway without a usable certificate: Accepted %+v, want False ListenersNotValid", c)
+	}
+}
+
+func TestSupportedFeaturesAreSortedAndCore(t *testing.T) {
+	got := supportedFeatures()
+	if !slices.IsSortedFunc(got, func(a, b gatewayv1.SupportedFeature) int { return strings.Compare(string(a.Name), string(b.Name)) }) {
+		t.Errorf("supportedFeatures() = %v, not sorted by name as the GatewayClass API requires", got)
+	}
+	for _, core := range []gatewayv1.FeatureName{"Gateway", "HTTPRoute", "ReferenceGrant"} {
+		if !slices.ContainsFunc(got, func(f gatewayv1.SupportedFeature) bool { return f.Name == core }) {
+			t.Errorf("supportedFeatures() = %v lacks the GATEWAY-HTTP Core feature %s", got, core)
+		}
 	}
 }
