@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-		"sigs.k8s.io/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/testenv"

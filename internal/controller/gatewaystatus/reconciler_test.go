@@ -3,9 +3,9 @@ package gatewaystatus_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
