@@ -7,16 +7,20 @@
 # binds or sends is visible outside the namespace, which ends with the run.
 #
 #   hack/conformance.sh [suite flags...]    e.g. -run-test=HTTPRouteWeight
+#
+# The suite's report (report.yaml) and a summary of every test (README.md) go to
+# CONFORMANCE_REPORT_DIR (default bin/conformance; make conformance: docs/conformance).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/bin/conformance
+reports=${CONFORMANCE_REPORT_DIR:-$out}
 log() { printf '[conformance] %s\n' "$*"; }
 
 if [ -z "${SWITCHBOARD_CONFORMANCE_NETNS:-}" ]; then
   command -v unshare >/dev/null && command -v ip >/dev/null ||
     { log "needs unshare (util-linux) and ip (iproute2): apt-get install util-linux iproute2"; exit 1; }
-  mkdir -p "$out" "$root/docs/conformance"
+  mkdir -p "$out" "$reports"
   # Built here, where the Go module proxy is reachable; inside the namespace nothing is.
   log "building the suite"
   (cd "$root" && go test -c -o "$out/conformance.test" ./test/conformance &&
@@ -34,5 +38,5 @@ cd "$root/test/conformance"
 exec "$out/conformance.test" -test.run '^TestGatewayAPIConformance$' -test.count 1 -test.timeout 45m -test.v \
   -switchboard.conformance -switchboard.log-dir "$out/logs" \
   -switchboard.gateway-addresses 198.18.1.1-198.18.1.254 -switchboard.pod-ips 198.18.2.1-198.18.2.254 \
-  -switchboard.summary "$root/docs/conformance/README.md" -report-output "$root/docs/conformance/report.yaml" \
+  -switchboard.summary "$reports/README.md" -report-output "$reports/report.yaml" \
   -version "$(cd "$root" && git describe --always --dirty)" "$@"

@@ -1,5 +1,5 @@
 // Command gateway is Switchboard's data plane: an OpenAI-compatible HTTP proxy that
-// serves the HTTP listeners of Gateways of class switchboard.dev/gateway-controller,
+// serves the HTTP and HTTPS listeners of Gateways of class switchboard.dev/gateway-controller,
 // applying their HTTPRoutes and RoutingPolicies per request, plus an optional Envoy
 // ext_proc endpoint picker. It only reads from the API server.
 package main
@@ -97,7 +97,7 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 		Picker(opts.DefaultStrategy, &v1alpha1.RoutingPolicySpec{Strategy: opts.DefaultStrategy}); err != nil {
 		return fmt.Errorf("--default-strategy: %w", err)
 	}
-	// 4. The request path on the Gateways' HTTP listeners, each Gateway on its address.
+	// 4. The request path on the Gateways' HTTP and HTTPS listeners, each Gateway on its address.
 	g := gateway.New(view, opts)
 	if err := g.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register gateway metrics: %w", err)

@@ -25,20 +25,13 @@ func TestGatewayStatusListeners(t *testing.T) {
 			{Name: "again", Port: 8080, Protocol: gatewayv1.HTTPProtocolType},
 		}},
 	}
-	type cond struct {
-		listener gatewayv1.SectionName // "" for the Gateway's
-		typ      string
-		status   metav1.ConditionStatus
-		reason   string
-		message  string // checked when not empty
-	}
 	for _, tc := range []struct {
 		name       string
 		served     routetable.Gateway
 		listeners  []routetable.Listener
 		unassigned string
 		addresses  int
-		want       []cond
+		want       []statusCond
 	}{{
 		name:   "hostname conflict",
 		served: routetable.Gateway{Gateway: key, Address: "10.0.0.1"},
@@ -47,7 +40,7 @@ func TestGatewayStatusListeners(t *testing.T) {
 			{Gateway: key, Name: "again", Port: 8080, Hostname: "a.example.com", Conflicted: gatewayv1.ListenerReasonHostnameConflict},
 		},
 		addresses: 1,
-		want: []cond{
+		want: []statusCond{
 			{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid", "Listeners not valid: again (HostnameConflict)"},
 			{"", "Programmed", metav1.ConditionTrue, "Programmed", ""},
 			{"a", "Conflicted", metav1.ConditionFalse, "NoConflicts", ""},
@@ -60,7 +53,7 @@ func TestGatewayStatusListeners(t *testing.T) {
 		served:     routetable.Gateway{Gateway: key, Unserved: gatewayv1.GatewayReasonAddressNotAssigned, Message: "from the table"},
 		listeners:  []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
 		unassigned: "pool exhausted",
-		want: []cond{
+		want: []statusCond{
 			{"", "Accepted", metav1.ConditionTrue, "Accepted", ""},
 			{"", "Programmed", metav1.ConditionFalse, "AddressNotAssigned", "pool exhausted"},
 			{"a", "Accepted", metav1.ConditionTrue, "Accepted", ""},
@@ -73,7 +66,7 @@ func TestGatewayStatusListeners(t *testing.T) {
 		listeners:  []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
 		unassigned: "ignored",
 		addresses:  1,
-		want: []cond{
+		want: []statusCond{
 			{"", "Programmed", metav1.ConditionFalse, "AddressNotUsable", "already served"},
 		},
 	}} {
@@ -82,24 +75,7 @@ func TestGatewayStatusListeners(t *testing.T) {
 			if len(st.Addresses) != tc.addresses || tc.addresses == 1 && st.Addresses[0].Value != tc.served.Address {
 				t.Errorf("addresses %+v, want %d of %q", st.Addresses, tc.addresses, tc.served.Address)
 			}
-			for _, w := range tc.want {
-				conds := st.Conditions
-				if w.listener != "" {
-					for _, ls := range st.Listeners {
-						if ls.Name == w.listener {
-							conds = ls.Conditions
-						}
-					}
-				}
-				c := meta.FindStatusCondition(conds, w.typ)
-				switch {
-				case c == nil:
-					t.Errorf("listener %q: no %s condition", w.listener, w.typ)
-				case c.Status != w.status || c.Reason != w.reason || c.ObservedGeneration != 3 || w.message != "" && c.Message != w.message:
-					t.Errorf("listener %q: %s=%s %s gen %d %q, want %s %s gen 3 %q",
-						w.listener, w.typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, w.status, w.reason, w.message)
-				}
-			}
+			checkConditions(t, st, 3, tc.want)
 			if st.Listeners[0].AttachedRoutes != tc.listeners[0].AttachedRoutes {
 				t.Errorf("attachedRoutes %d, want %d", st.Listeners[0].AttachedRoutes, tc.listeners[0].AttachedRoutes)
 			}
@@ -134,14 +110,7 @@ func TestHTTPSListenerStatus(t *testing.T) {
 			TLS: &routetable.ListenerTLS{Unresolved: gatewayv1.ListenerReasonRefNotPermitted, Message: "no ReferenceGrant"}},
 	}
 	st := gatewayStatus(gw, served, listeners, "")
-	type cond struct {
-		listener gatewayv1.SectionName // "" for the Gateway's
-		typ      string
-		status   metav1.ConditionStatus
-		reason   string
-		message  string // checked when not empty
-	}
-	for _, w := range []cond{
+	checkConditions(t, st, 2, []statusCond{
 		{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid",
 			"Listeners not valid: missing (InvalidCertificateRef), foreign (RefNotPermitted), passthrough (UnsupportedProtocol)"},
 		{"", "Programmed", metav1.ConditionTrue, "Programmed", ""},
@@ -155,25 +124,7 @@ func TestHTTPSListenerStatus(t *testing.T) {
 		{"foreign", "ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", ""},
 		{"passthrough", "Accepted", metav1.ConditionFalse, "UnsupportedProtocol", "tls.mode Passthrough is not supported on HTTPS listeners: only Terminate"},
 		{"passthrough", "Programmed", metav1.ConditionFalse, "Invalid", ""},
-	} {
-		conds := st.Conditions
-		if w.listener != "" {
-			conds = nil
-			for _, ls := range st.Listeners {
-				if ls.Name == w.listener {
-					conds = ls.Conditions
-				}
-			}
-		}
-		c := meta.FindStatusCondition(conds, w.typ)
-		switch {
-		case c == nil:
-			t.Errorf("listener %q: no %s condition", w.listener, w.typ)
-		case c.Status != w.status || c.Reason != w.reason || c.ObservedGeneration != 2 || w.message != "" && c.Message != w.message:
-			t.Errorf("listener %q: %s=%s %s gen %d %q, want %s %s gen 2 %q",
-				w.listener, w.typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, w.status, w.reason, w.message)
-		}
-	}
+	})
 	for i, want := range []int32{1, 1, 0, 0} {
 		ls := st.Listeners[i]
 		if ls.AttachedRoutes != want {
@@ -202,6 +153,40 @@ func TestSupportedFeaturesAreSortedAndCore(t *testing.T) {
 	for _, core := range []gatewayv1.FeatureName{"Gateway", "HTTPRoute", "ReferenceGrant"} {
 		if !slices.ContainsFunc(got, func(f gatewayv1.SupportedFeature) bool { return f.Name == core }) {
 			t.Errorf("supportedFeatures() = %v lacks the GATEWAY-HTTP Core feature %s", got, core)
+		}
+	}
+}
+
+// statusCond is a condition a status must have: of the Gateway (listener "") or of one
+// of its listeners.
+type statusCond struct {
+	listener gatewayv1.SectionName
+	typ      string
+	status   metav1.ConditionStatus
+	reason   string
+	message  string // checked when not empty
+}
+
+// checkConditions checks that st has every condition of want, at generation.
+func checkConditions(t *testing.T, st gatewayv1.GatewayStatus, generation int64, want []statusCond) {
+	t.Helper()
+	for _, w := range want {
+		conds := st.Conditions
+		if w.listener != "" {
+			conds = nil
+			for _, ls := range st.Listeners {
+				if ls.Name == w.listener {
+					conds = ls.Conditions
+				}
+			}
+		}
+		c := meta.FindStatusCondition(conds, w.typ)
+		switch {
+		case c == nil:
+			t.Errorf("listener %q: no %s condition", w.listener, w.typ)
+		case c.Status != w.status || c.Reason != w.reason || c.ObservedGeneration != generation || w.message != "" && c.Message != w.message:
+			t.Errorf("listener %q: %s=%s %s gen %d %q, want %s %s gen %d %q",
+				w.listener, w.typ, c.Status, c.Reason, c.ObservedGeneration, c.Message, w.status, w.reason, generation, w.message)
 		}
 	}
 }
