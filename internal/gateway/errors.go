@@ -69,9 +69,8 @@ func errNoEndpoint(model string) *Error {
 	return &Error{http.StatusServiceUnavailable, "server_error", "no_ready_endpoint",
 		fmt.Sprintf("No ready endpoint serves the model %q.", model)}
 }
-func errTimeout() *Error {
-	return &Error{http.StatusGatewayTimeout, "server_error", "upstream_timeout",
-		"The model server did not answer in time."}
+func errTimeout(msg string) *Error {
+	return &Error{http.StatusGatewayTimeout, "server_error", "upstream_timeout", msg}
 }
 
 // routingError maps a routing rejection to the client's error.

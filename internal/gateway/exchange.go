@@ -306,14 +306,41 @@ func (x *exchange) retryable(err error) bool {
 
 // send forwards the request, after the rule's filters and then the backend's, to port
 // of pod and returns the response headers. The upstream request ends with the client's.
+//
+// The rule's backend timeout, if any, bounds the round trip until the response body is
+// closed.
 func (x *exchange) send(pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
-	out, err := upstreamRequest(x.r.Context(), x.r, pod.Address, port, x.body, x.stream)
+	ctx, cancel := x.r.Context(), context.CancelFunc(func() {})
+	if d := x.matched.Rule.BackendTimeout; d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	}
+	out, err := upstreamRequest(ctx, x.r, pod.Address, port, x.body, x.stream)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
 	backend.ModifyRequest(out, x.matched.Prefix)
-	return x.g.transport.RoundTrip(out)
+	resp, err := x.g.transport.RoundTrip(out)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose is a response body that ends its round trip's context when closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+// Close closes the body and ends the context.
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // upstreamRequest returns the request r forwarded to addr:port with body (or stream
@@ -410,7 +437,7 @@ func (x *exchange) upstreamDied(pod *cache.Pod) {
 func upstreamError(pod *cache.Pod, err error) *Error {
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() && !isConnectError(err) {
-		return errTimeout()
+		return errTimeout("The server did not answer in time.")
 	}
 	return errUnreachable(fmt.Sprintf("The server %s could not be reached.", pod.Key))
 }

@@ -36,7 +36,8 @@ type echoed struct {
 }
 
 // echoServer serves, on a free port of host, an HTTP backend that answers every request
-// with its echoed JSON, counting requests. It stops when the test ends.
+// with its echoed JSON, counting requests, after the duration of its query parameter
+// delay, if any. It stops when the test ends.
 func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
@@ -46,6 +47,12 @@ func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64
 	hits = new(atomic.Int64)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
+		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+			select { // a slow backend, for timeouts
+			case <-time.After(min(d, 5*time.Second)):
+			case <-r.Context().Done():
+			}
+		}
 		n, _ := io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(echoed{Pod: pod, Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Headers: r.Header, BodyBytes: int(n)})
@@ -227,6 +234,12 @@ func TestGatewayAPIRouting(t *testing.T) {
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
 		route(tenantA, "backend-filters", "gw", "backend-filters.example", gatewayv1.HTTPRouteRule{
 			BackendRefs: []gatewayv1.HTTPBackendRef{backendWithHeader("web-a", "a"), backendWithHeader("web-b", "b")}}),
+		route(tenantA, "request-timeout", "gw", "request-timeout.example", gatewayv1.HTTPRouteRule{
+			Timeouts:    &gatewayv1.HTTPRouteTimeouts{Request: new(gatewayv1.Duration("300ms"))},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "backend-timeout", "gw", "backend-timeout.example", gatewayv1.HTTPRouteRule{
+			Timeouts:    &gatewayv1.HTTPRouteTimeouts{BackendRequest: new(gatewayv1.Duration("300ms"))},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
 		route(tenantA, "on-other", "other", "web.example", gatewayv1.HTTPRouteRule{
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-b", 80, 1)}}),
 	)
@@ -400,6 +413,17 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 	})
 
+	t.Run("a rule's timeouts answer 504", func(t *testing.T) {
+		for _, host := range []string{"request-timeout.example", "backend-timeout.example"} {
+			if status, _, _ := send(t, base, http.MethodGet, host, "/?delay=2s", ""); status != http.StatusGatewayTimeout {
+				t.Errorf("%s, backend answering after 2s: %d, want 504", host, status)
+			}
+			if status, _, e := send(t, base, http.MethodGet, host, "/?delay=10ms", ""); status != http.StatusOK || e.Pod != "web-a" {
+				t.Errorf("%s, backend answering after 10ms: %d from %q, want 200 from web-a", host, status, e.Pod)
+			}
+		}
+	})
+
 	t.Run("Gateways are served on their own addresses", func(t *testing.T) {
 		otherBase := "http://127.0.0.25:" + port
 		testenv.WaitUntil(t, waitTimeout, "the other Gateway serves its route", func() bool {
@@ -408,6 +432,9 @@ func TestGatewayAPIRouting(t *testing.T) {
 		})
 		if status, _, _ := send(t, base, http.MethodGet, "web.example", "/", ""); status != http.StatusNotFound {
 			t.Errorf("the other Gateway's route on gw's address: %d, want 404", status)
+		}
+		if status, h, _ := send(t, base, http.MethodHead, "web.example", "/", ""); status != http.StatusNotFound || h.Get("Content-Type") != "" {
+			t.Errorf("HEAD without a route: %d Content-Type %q, want 404 without a body type", status, h.Get("Content-Type"))
 		}
 		if status, _, _ := send(t, otherBase, http.MethodGet, "split.example", "/", ""); status != http.StatusNotFound {
 			t.Errorf("gw's route on the other Gateway's address: %d, want 404", status)

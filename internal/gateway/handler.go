@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -78,6 +79,11 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		o.status = status
 		return
 	}
+	if rule.RequestTimeout > 0 {
+		ctx, cancel := context.WithTimeoutCause(r.Context(), rule.RequestTimeout, errRequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	x := &exchange{g: g, w: w, r: r, matched: m, start: start, o: o, retries: DefaultRetryAttempts,
 		outlier: outlier.DefaultConfig()}
 	if rule.Policy == nil {
@@ -151,15 +157,27 @@ func outlierConfig(policy *v1alpha1.RoutingPolicy) outlier.Config {
 // clientClosedRequest is the status recorded, never sent, for a client that went away.
 const clientClosedRequest = 499
 
+// errRequestTimeout ends the context of a request that ran out of its rule's
+// timeouts.request.
+var errRequestTimeout = errors.New("the route rule's request timeout elapsed")
+
 // writeError sends err to the client, unless the client has gone, and returns the
-// status.
+// status; a request out of its rule's request timeout is answered 504 whatever err is.
 func writeError(w http.ResponseWriter, r *http.Request, err error) int {
-	if r.Context().Err() != nil {
-		return clientClosedRequest
-	}
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.Is(context.Cause(r.Context()), errRequestTimeout):
+		e = errTimeout("The route's request timeout elapsed before the answer.")
+	case r.Context().Err() != nil:
+		return clientClosedRequest
+	case !errors.As(err, &e):
 		e = errInternal(err.Error())
+	}
+	if r.Method == http.MethodHead {
+		// A HEAD answer has no body, so it names no body type either: clients that
+		// decode a JSON Content-Type would fail on the empty body.
+		w.WriteHeader(e.Status)
+		return e.Status
 	}
 	e.write(w)
 	return e.Status

@@ -3,6 +3,7 @@ package routetable
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -68,6 +69,10 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 			backend.Filters = filters
 			cr.rule.Backends = append(cr.rule.Backends, backend)
 		}
+		if r.Timeouts != nil {
+			cr.rule.RequestTimeout = timeout("timeouts.request", r.Timeouts.Request, fail)
+			cr.rule.BackendTimeout = timeout("timeouts.backendRequest", r.Timeouts.BackendRequest, fail)
+		}
 		cr.rule.InvalidFilter = strings.Join(invalid, "; ")
 
 		if len(r.Matches) == 0 {
@@ -81,6 +86,20 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 		out = append(out, cr)
 	}
 	return out
+}
+
+// timeout parses the Gateway API duration d of field (GEP-2257: "500ms", "1h30m"); nil
+// and zero mean no timeout.
+func timeout(field string, d *gatewayv1.Duration, fail func(bool, string, ...any)) time.Duration {
+	if d == nil {
+		return 0
+	}
+	v, err := time.ParseDuration(string(*d))
+	if err != nil || v < 0 {
+		fail(true, "%s: %q is not a duration", field, *d)
+		return 0
+	}
+	return v
 }
 
 // backendFilters compiles the filters of backendRefs[bi], which modify the requests

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -198,4 +199,21 @@ func TestConcurrentMatch(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestRuleTimeouts(t *testing.T) {
+	rule := aRule().To(service("a", 1))
+	rule.r.Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: new(gatewayv1.Duration("1m30s")), BackendRequest: new(gatewayv1.Duration("500ms"))}
+	r := ruleOf(t, rule, policyStates{})
+	if r.RequestTimeout != 90*time.Second || r.BackendTimeout != 500*time.Millisecond || r.InvalidFilter != "" {
+		t.Errorf("timeouts = %v, %v (invalid %q), want 1m30s and 500ms", r.RequestTimeout, r.BackendTimeout, r.InvalidFilter)
+	}
+	rule.r.Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: new(gatewayv1.Duration("0s"))}
+	if r := ruleOf(t, rule, policyStates{}); r.RequestTimeout != 0 || r.InvalidFilter != "" {
+		t.Errorf("timeouts.request 0s = %v (invalid %q), want none", r.RequestTimeout, r.InvalidFilter)
+	}
+	rule.r.Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: new(gatewayv1.Duration("soon"))}
+	if r := ruleOf(t, rule, policyStates{}); r.InvalidFilter != `timeouts.request: "soon" is not a duration` {
+		t.Errorf("an invalid timeout: InvalidFilter %q", r.InvalidFilter)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -172,6 +173,11 @@ type Rule struct {
 	// and describes it. Gateway API forbids skipping such a filter, so the gateway MUST
 	// answer 500 for every request that matches the rule.
 	InvalidFilter string
+	// RequestTimeout bounds a request from its arrival to the end of its response
+	// (timeouts.request), and BackendTimeout each round trip to a backend, from sending
+	// the request to the end of the response (timeouts.backendRequest); zero means none.
+	// A request that runs out of either is answered 504 if nothing was sent yet.
+	RequestTimeout, BackendTimeout time.Duration
 }
 
 // Backend is a backendRef to a core Service.

@@ -13,9 +13,33 @@ import (
 // upstream conformance suite passes against it (make conformance). The manager publishes
 // them in status.supportedFeatures of its GatewayClasses.
 var SupportedFeatures = []features.FeatureName{
+	// Core.
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
+	// Extended: Gateways.
+	features.SupportGatewayPort8080,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
+	// Extended: HTTPRoute matching, filters and timeouts.
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteDestinationPortMatching,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
 }
 
 // supportedFeatures returns SupportedFeatures as GatewayClass status lists them: sorted
