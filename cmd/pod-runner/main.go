@@ -2,9 +2,14 @@
 // no kubelet, container runtime or scheduler: it registers the Node, binds unscheduled
 // pods to it and runs their containers as local processes, for the images its
 // catalogue knows (see internal/podrunner). It uses an administrator's kubeconfig.
+//
+// It serves the pods' container logs to the API server (kubectl logs) on
+// --kubelet-bind-address, by default on loopback, as kubelet does but without
+// authentication unless --kubelet-client-ca-file is given: a local tool's endpoint.
 package main
 
 import (
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -25,6 +30,7 @@ import (
 type config struct {
 	runner                 podrunner.Options
 	podIPRange             string
+	kubeletClientCAFile    string
 	metricsAddr, probeAddr string
 }
 
@@ -36,6 +42,8 @@ func main() {
 	flag.StringVar(&c.runner.StateDir, "state-dir", "bin/pod-runner", "Directory for the pods' directories: volumes and container logs.")
 	flag.DurationVar(&c.runner.HeartbeatInterval, "heartbeat-interval", podrunner.DefaultHeartbeatInterval, "Time between two Node status updates and Lease renewals.")
 	flag.DurationVar(&c.runner.MaxGracePeriod, "max-grace-period", podrunner.DefaultMaxGracePeriod, "Longest time a pod's processes get between SIGTERM and SIGKILL.")
+	flag.StringVar(&c.runner.KubeletAddr, "kubelet-bind-address", podrunner.DefaultKubeletAddr, "Address (IP:port) of the HTTPS endpoint serving container logs to the API server, without authentication unless --kubelet-client-ca-file is set; the Node advertises it. Port 0 picks a free port; 0 disables it.")
+	flag.StringVar(&c.kubeletClientCAFile, "kubelet-client-ca-file", "", "PEM file of the CAs that sign the API server's kubelet client certificate; if set, the kubelet endpoint requires one.")
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8085", "Address of /healthz and /readyz.")
 	zapOpts := zap.Options{}
@@ -57,6 +65,14 @@ func run(c config) error {
 		return err
 	}
 	c.runner.PodIPs = pool
+	if c.runner.KubeletAddr == "0" {
+		c.runner.KubeletAddr = ""
+	}
+	if c.kubeletClientCAFile != "" {
+		if c.runner.KubeletClientCAs, err = certPool(c.kubeletClientCAFile); err != nil {
+			return err
+		}
+	}
 	s, err := scheme.New()
 	if err != nil {
 		return err
@@ -98,4 +114,17 @@ func run(c config) error {
 	}
 	// 4. Run until SIGTERM or SIGINT.
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// certPool reads the PEM certificates in file.
+func certPool(file string) (*x509.CertPool, error) {
+	pemCerts, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read kubelet client CAs: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemCerts) {
+		return nil, fmt.Errorf("kubelet client CAs: no PEM certificate in %s", file)
+	}
+	return pool, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,7 +50,7 @@ func TestBinaryRegistersTheNodeAndStops(t *testing.T) {
 
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", "binary-test",
 		"--pod-ip-range", "127.0.43.0/28", "--bin-dir", t.TempDir(), "--state-dir", t.TempDir(),
-		"--health-probe-bind-address", probes, "--heartbeat-interval", "1s")
+		"--health-probe-bind-address", probes, "--heartbeat-interval", "1s", "--kubelet-bind-address", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -80,6 +82,11 @@ func TestBinaryRegistersTheNodeAndStops(t *testing.T) {
 	if got := nodeReady(t, cluster.Client, "binary-test"); got != corev1.ConditionTrue {
 		t.Errorf("node Ready = %q, want True", got)
 	}
+	if port := kubeletPort(t, cluster.Client, "binary-test"); port == 0 {
+		t.Error("the node advertises no kubelet port")
+	} else if got := kubeletStatus(t, port); got != http.StatusNotFound {
+		t.Errorf("the kubelet endpoint answers the logs of an unknown pod with %d, want 404", got)
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -96,6 +103,31 @@ func TestBinaryRegistersTheNodeAndStops(t *testing.T) {
 	if got := nodeReady(t, cluster.Client, "binary-test"); got != corev1.ConditionFalse {
 		t.Errorf("node Ready = %q after SIGTERM, want False", got)
 	}
+}
+
+// kubeletPort returns the kubelet port the node advertises, 0 if none.
+func kubeletPort(t *testing.T, c client.Client, name string) int32 {
+	t.Helper()
+	var node corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &node); err != nil {
+		t.Fatal(err)
+	}
+	return node.Status.DaemonEndpoints.KubeletEndpoint.Port
+}
+
+// kubeletStatus returns the status of a request for an unknown pod's logs to the
+// kubelet endpoint on port, 0 if it does not answer.
+func kubeletStatus(t *testing.T, port int32) int {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the endpoint's certificate is self-signed
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/containerLogs/default/nope/c", port))
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestBinaryRejectsABadPodIPRange(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -41,6 +42,9 @@ type ServicePort struct {
 	// TargetPort is the pod port it forwards to: a number, or the name of a container
 	// port.
 	TargetPort intstr.IntOrString
+	// AppProtocol is the port's application protocol, such as kubernetes.io/h2c; empty
+	// when unset.
+	AppProtocol string
 }
 
 // serviceFeed mirrors Services into s, reduced to what selects their pods and their
@@ -110,7 +114,7 @@ func serviceFromObject(svc *corev1.Service) Service {
 	}
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
-			s.Ports = append(s.Ports, ServicePort{Port: p.Port, TargetPort: p.TargetPort})
+			s.Ports = append(s.Ports, ServicePort{Port: p.Port, TargetPort: p.TargetPort, AppProtocol: ptr.Deref(p.AppProtocol, "")})
 		}
 	}
 	return s
@@ -132,6 +136,16 @@ func (s Service) Selects(p *Pod) bool {
 		}
 	}
 	return true
+}
+
+// AppProtocol returns the application protocol of the Service's port port, or "".
+func (s Service) AppProtocol(port int32) string {
+	for _, sp := range s.Ports {
+		if sp.Port == port {
+			return sp.AppProtocol
+		}
+	}
+	return ""
 }
 
 // HasPort reports whether the Service has the TCP port port.

@@ -147,7 +147,7 @@ func (x *exchange) proxy() {
 			mirrored = true
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
-		resp, err := x.send(target.Pod, port, backend.Filters)
+		resp, err := x.send(x.g.transportFor(svc, backend.Port), target.Pod, port, backend.Filters)
 		x.observe(target.Pod, resp, err)
 		retry := attempt < x.retries && x.r.Context().Err() == nil
 		if err == nil && !(retry && x.retryableAnswer(resp)) {
@@ -304,12 +304,12 @@ func (x *exchange) retryable(err error) bool {
 	return isConnectError(err) && (x.stream == nil || !x.stream.started())
 }
 
-// send forwards the request, after the rule's filters and then the backend's, to port
-// of pod and returns the response headers. The upstream request ends with the client's.
+// send forwards the request through transport, after the rule's filters and then the
+// backend's, to port of pod and returns the response headers. The upstream request ends with the client's.
 //
 // The rule's backend timeout, if any, bounds the round trip until the response body is
 // closed.
-func (x *exchange) send(pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
+func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
 	ctx, cancel := x.r.Context(), context.CancelFunc(func() {})
 	if d := x.matched.Rule.BackendTimeout; d > 0 {
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -321,7 +321,7 @@ func (x *exchange) send(pod *cache.Pod, port int32, backend *httpfilter.Chain) (
 	}
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
 	backend.ModifyRequest(out, x.matched.Prefix)
-	resp, err := x.g.transport.RoundTrip(out)
+	resp, err := transport.RoundTrip(out)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -84,6 +84,9 @@ type Gateway struct {
 	opts      Options
 	registry  *strategies.Registry
 	transport *http.Transport
+	// h2c speaks HTTP/2 with prior knowledge, to Service ports of appProtocol
+	// kubernetes.io/h2c.
+	h2c *http.Transport
 	// plain balances plain Gateway API rules by least request, without a queue.
 	plain routing.Router
 	// mirrors bounds the mirrored requests in flight; a mirror beyond it is dropped.
@@ -118,14 +121,8 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		mirrors: make(chan struct{}, maxMirrorsInFlight),
 		created: time.Now().Unix(),
 
-		transport: &http.Transport{
-			DialContext:           dialer.DialContext,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: opts.UpstreamTimeout,
-			DisableCompression:    true,
-		},
+		transport: upstreamTransport(dialer, opts.UpstreamTimeout, false),
+		h2c:       upstreamTransport(dialer, opts.UpstreamTimeout, true),
 	}
 	g.outliers = outlier.New(nil, outlierEvents{g})
 	g.metrics.ejected = g.outliers.EjectedCount
@@ -164,7 +161,40 @@ func (e outlierEvents) Returned(ep endpoint.Key, address string) {
 func (g *Gateway) EndpointEjected(ep *endpoint.Endpoint) bool { return g.outliers.Ejected(ep) }
 
 // Close releases the gateway's idle upstream connections.
-func (g *Gateway) Close() { g.transport.CloseIdleConnections() }
+func (g *Gateway) Close() {
+	g.transport.CloseIdleConnections()
+	g.h2c.CloseIdleConnections()
+}
+
+// appProtocolH2C is the Service port appProtocol of backends that speak HTTP/2 in
+// clear text (Gateway API, GEP-1911).
+const appProtocolH2C = "kubernetes.io/h2c"
+
+// upstreamTransport returns the transport to engines and backends: HTTP/1.1, or with
+// h2c HTTP/2 over clear text with prior knowledge.
+func upstreamTransport(dialer *net.Dialer, responseHeaderTimeout time.Duration, h2c bool) *http.Transport {
+	t := &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		DisableCompression:    true,
+	}
+	if h2c {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t
+}
+
+// transportFor returns the transport to port of svc, by the port's appProtocol.
+func (g *Gateway) transportFor(svc cache.Service, port int32) *http.Transport {
+	if svc.AppProtocol(port) == appProtocolH2C {
+		return g.h2c
+	}
+	return g.transport
+}
 
 // compiledTable is a route table with the versions of the stores it was built from.
 type compiledTable struct {

@@ -30,15 +30,21 @@ const (
 
 // echoed is what an echo backend answers: the request as it arrived, and who it is.
 type echoed struct {
-	Pod, Method, Path, Host string
-	Headers                 http.Header
-	BodyBytes               int
+	Pod, Method, Path, Host, Proto string
+	Headers                        http.Header
+	BodyBytes                      int
 }
 
 // echoServer serves, on a free port of host, an HTTP backend that answers every request
 // with its echoed JSON, counting requests, after the duration of its query parameter
 // delay, if any. It stops when the test ends.
 func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64) {
+	t.Helper()
+	return echoServerSpeaking(t, host, pod, nil)
+}
+
+// echoServerSpeaking is echoServer speaking protocols (nil: HTTP/1.1).
+func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocols) (addr string, hits *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
@@ -55,8 +61,9 @@ func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64
 		}
 		n, _ := io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(echoed{Pod: pod, Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Headers: r.Header, BodyBytes: int(n)})
-	})}
+		_ = json.NewEncoder(w).Encode(echoed{Pod: pod, Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Proto: r.Proto,
+			Headers: r.Header, BodyBytes: int(n)})
+	}), Protocols: protocols}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), hits
@@ -171,6 +178,12 @@ func TestGatewayAPIRouting(t *testing.T) {
 	webA, hitsA := echoServer(t, "127.0.0.22", "web-a")
 	webB, hitsB := echoServer(t, "127.0.0.23", "web-b")
 	mirrorAddr, mirrorHits := echoServer(t, "127.0.0.24", "mirror")
+	var h2cOnly http.Protocols
+	h2cOnly.SetUnencryptedHTTP2(true)
+	webH2C, _ := echoServerSpeaking(t, "127.0.0.26", "web-h2c", &h2cOnly)
+	webPod(t, c, tenantA, "web-h2c", "web-h2c", webH2C)
+	h2cService := webService(tenantA, "web-h2c")
+	h2cService.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
 	webPod(t, c, tenantA, "web-a", "web-a", webA)
 	webPod(t, c, tenantA, "web-b", "web-b", webB)
 	webPod(t, c, tenantA, "mirror", "mirror", mirrorAddr)
@@ -189,7 +202,7 @@ func TestGatewayAPIRouting(t *testing.T) {
 	c.Create(t, class, gw, other,
 		testenv.EngineService(tenantB, "secret-svc", map[string]string{"app": "secret"}),
 		testenv.EngineService(tenantA, "llama", map[string]string{"app": "llama"}),
-		webService(tenantA, "web-a"), webService(tenantA, "web-b"), webService(tenantA, "web-empty"), webService(tenantA, "mirror"),
+		webService(tenantA, "web-a"), webService(tenantA, "web-b"), webService(tenantA, "web-empty"), webService(tenantA, "mirror"), h2cService,
 		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "rp"},
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}},
 		route(tenantA, "leak", "gw", "leak.example", gatewayv1.HTTPRouteRule{
@@ -240,6 +253,8 @@ func TestGatewayAPIRouting(t *testing.T) {
 		route(tenantA, "backend-timeout", "gw", "backend-timeout.example", gatewayv1.HTTPRouteRule{
 			Timeouts:    &gatewayv1.HTTPRouteTimeouts{BackendRequest: new(gatewayv1.Duration("300ms"))},
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "h2c", "gw", "h2c.example", gatewayv1.HTTPRouteRule{
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-h2c", 80, 1)}}),
 		route(tenantA, "on-other", "other", "web.example", gatewayv1.HTTPRouteRule{
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-b", 80, 1)}}),
 	)
@@ -410,6 +425,26 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 		if len(seen) != 2 {
 			t.Errorf("20 requests reached only %v; want both backends", seen)
+		}
+	})
+
+	t.Run("HTTP/2 in clear text, from clients and to kubernetes.io/h2c backends", func(t *testing.T) {
+		if status, _, e := send(t, base, http.MethodGet, "h2c.example", "/", ""); status != http.StatusOK || e.Pod != "web-h2c" || e.Proto != "HTTP/2.0" {
+			t.Errorf("HTTP/1.1 request to an h2c backend: %d from %q over %q, want 200 from web-h2c over HTTP/2.0", status, e.Pod, e.Proto)
+		}
+		var h2c http.Protocols
+		h2c.SetUnencryptedHTTP2(true)
+		client := &http.Client{Transport: &http.Transport{Protocols: &h2c}}
+		defer client.CloseIdleConnections()
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		req.Host = "split.example"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("h2c request with prior knowledge: %v", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" {
+			t.Errorf("h2c request with prior knowledge: %d over %s, want 200 over HTTP/2.0", resp.StatusCode, resp.Proto)
 		}
 	})
 

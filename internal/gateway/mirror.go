@@ -40,7 +40,7 @@ func (g *Gateway) mirror(r *http.Request, rule *routetable.Rule, prefix string, 
 		go func() {
 			defer func() { <-g.mirrors }()
 			defer cancel()
-			resp, err := g.transport.RoundTrip(out)
+			resp, err := g.transportFor(svc, m.Port).RoundTrip(out)
 			if err != nil {
 				g.log.V(1).Info("Mirrored request failed", "endpoint", pod.Key.String(), "error", err.Error())
 				return

@@ -124,7 +124,7 @@ func (p *podRun) prepare(ctx context.Context, c *corev1.Container, prog catalogu
 	l := &launch{
 		path:    filepath.Join(p.r.opts.BinDir, prog.Binary),
 		dir:     p.dir,
-		logPath: filepath.Join(p.dir, c.Name+".log"),
+		logPath: logPath(p.dir, c.Name),
 	}
 	if c.WorkingDir != "" {
 		if dir := podconfig.Rewrite(c.WorkingDir, mounts); dir != c.WorkingDir {
@@ -195,7 +195,8 @@ func (p *podRun) runProcess(ctx context.Context, i int, c *corev1.Container, l *
 		return &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: t, FinishedAt: t}
 	}
 	startedAt := now()
-	p.log.Info("container started", "container", c.Name, "pid", proc.pid(), "binary", l.path)
+	p.logs[i].Store(proc.log)
+	p.log.Info("container started", "container", c.Name, "pid", proc.pid(), "binary", l.path, "args", l.args)
 	p.setContainer(i, func(s *containerState) {
 		s.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}}
 		s.containerID = fmt.Sprintf("pod-runner://%d", proc.pid())

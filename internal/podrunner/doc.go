@@ -21,15 +21,24 @@
 //     value and arg that is a path under one of the container's mount paths is
 //     rewritten to the same path under the directory that stands in for the volume; a
 //     workingDir under a mount is rewritten the same way, any other runs in the pod
-//     directory. Each pod's directory is <state dir>/<namespace>_<name>_<uid>, and
-//     each container's stdout and stderr go to <container>.log there.
+//     directory. Each pod's directory is <state dir>/<namespace>_<name>_<uid>.
+//   - Logs: each container's stdout and stderr go to <container>.log in the pod's
+//     directory, in the CRI log format kubelet reads (a timestamp, the stream and a
+//     partial/full tag per line); a restart keeps the previous run's log as
+//     <container>.log.1. An HTTPS endpoint (Options.KubeletAddr, self-signed) serves
+//     them as kubelet's GET /containerLogs/{namespace}/{pod}/{container} does, with
+//     follow, previous, timestamps, tailLines, limitBytes, sinceSeconds, sinceTime and
+//     stream, and the Node advertises it (InternalIP and daemonEndpoints), so that the
+//     API server's pods/log subresource and kubectl logs work. It serves nothing else,
+//     and without Options.KubeletClientCAs it serves anyone who reaches it: the API
+//     server of a local control plane verifies neither side of that connection.
 //   - Readiness: readinessProbe httpGet and tcpSocket are run against the pod IP;
 //     without one (or with an exec or grpc probe, which are not run) a container is
 //     ready once every port it serves accepts connections on the pod IP. Liveness and
 //     startup probes are not run.
 //   - Restarts follow the pod's restartPolicy with a back-off of 1s doubling up to
-//     10s; exits with a non-zero code record the end of the container's log as their
-//     termination message.
+//     10s; exits with a non-zero code record the end of the run's log (80 lines, 2048
+//     bytes at most) as their termination message.
 //
 // Init containers are not run: a pod that has any stays Pending, Initialized=False.
 // Deleting a pod stops its processes (SIGTERM to the process group, SIGKILL after the

@@ -1,6 +1,7 @@
 package podrunner
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +20,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -88,10 +92,11 @@ func binDir(t *testing.T) string {
 
 // env is a running control plane with a runner for one node.
 type env struct {
-	client kubernetes.Interface
-	node   string
-	state  string
-	stop   func() // stops the runner and waits for it
+	cluster *testenv.Cluster
+	client  kubernetes.Interface
+	node    string
+	state   string
+	stop    func() // stops the runner and waits for it
 }
 
 // staleDir is the directory of a pod that no longer exists; keptDir is not a pod's.
@@ -124,7 +129,7 @@ func startEnv(t *testing.T, node string) *env {
 		}
 	}
 	r, err := New(client, Options{NodeName: node, PodIPs: pool, BinDir: bin, StateDir: state,
-		HeartbeatInterval: time.Second, MaxGracePeriod: 2 * time.Second})
+		HeartbeatInterval: time.Second, MaxGracePeriod: 2 * time.Second, KubeletAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +152,7 @@ func startEnv(t *testing.T, node string) *env {
 	}
 	t.Cleanup(stop)
 	testenv.WaitUntil(t, 30*time.Second, "the runner is ready", func() bool { return r.ReadyCheck(nil) == nil })
-	return &env{client: client, node: node, state: state, stop: stop}
+	return &env{cluster: cluster, client: client, node: node, state: state, stop: stop}
 }
 
 // testWriter writes the runner's logs to the test's log while it runs.
@@ -347,6 +352,89 @@ func TestRunner(t *testing.T) {
 		}
 	})
 
+	t.Run("NodeAdvertisesItsKubeletEndpoint", func(t *testing.T) {
+		node, err := e.client.CoreV1().Nodes().Get(context.Background(), e.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+		want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		if !slices.Equal(node.Status.Addresses, want) || port == 0 {
+			t.Fatalf("addresses %v, kubelet port %d; want %v and the bound port", node.Status.Addresses, port, want)
+		}
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the endpoint's certificate is self-signed
+		defer client.CloseIdleConnections()
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/containerLogs/default/nope/c", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("logs of an unknown pod = %d, want 404", resp.StatusCode)
+		}
+	})
+
+	t.Run("LogsThroughTheAPIServer", func(t *testing.T) {
+		ns := e.namespace(t)
+		e.create(t, echoPod(ns, "echo"))
+		pod := e.waitPod(t, ns, "echo", "is Running and Ready", ready)
+		client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+		defer client.CloseIdleConnections()
+		echo := func(path string) { getEcho(t, client, "http://"+net.JoinHostPort(pod.Status.PodIP, "3000")+path) }
+		logs := func(opts *corev1.PodLogOptions) string {
+			b, err := e.client.CoreV1().Pods(ns).GetLogs("echo", opts).DoRaw(context.Background())
+			if err != nil {
+				t.Fatalf("get logs: %v", err)
+			}
+			return string(b)
+		}
+		logged := func(path string) string { return "Echoing back request made to " + path + " to client" }
+
+		// As the conformance suite reads a backend's logs: sinceTime, in whole seconds.
+		echo("/before")
+		testenv.WaitUntil(t, 10*time.Second, "the first request is logged", func() bool {
+			return strings.Contains(logs(&corev1.PodLogOptions{Container: "echo"}), logged("/before"))
+		})
+		time.Sleep(1100 * time.Millisecond)
+		since := metav1.Now()
+		echo("/after")
+		var got string
+		testenv.WaitUntil(t, 10*time.Second, "the request after since is logged", func() bool {
+			got = logs(&corev1.PodLogOptions{Container: "echo", SinceTime: &since})
+			return strings.Contains(got, logged("/after"))
+		})
+		if strings.Contains(got, logged("/before")) {
+			t.Errorf("logs since %v = %q, want no line from before", since, got)
+		}
+
+		// Following from the end sees the next request.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stream, err := e.client.CoreV1().Pods(ns).GetLogs("echo", &corev1.PodLogOptions{
+			Container: "echo", Follow: true, TailLines: ptr.To[int64](0)}).Stream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		echo("/followed")
+		lines, found := bufio.NewScanner(stream), false
+		for !found && lines.Scan() {
+			found = strings.Contains(lines.Text(), logged("/followed"))
+		}
+		if !found {
+			t.Errorf("the followed log ended without the next request: %v", lines.Err())
+		}
+
+		// kubectl logs, with timestamps.
+		out, err := exec.Command(testenv.Kubectl(), "--kubeconfig", e.cluster.Kubeconfig(t, "kubectl"),
+			"logs", "--namespace", ns, "echo", "--timestamps", "--tail", "3").CombinedOutput()
+		line := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT[0-9:.]+Z ` + logged("/after") + ` \(`)
+		if err != nil || !line.Match(out) {
+			t.Errorf("kubectl logs --timestamps = %v:\n%s\nwant a line with a timestamp and the request to /after", err, out)
+		}
+	})
+
 	t.Run("EchoServesTLSFromASecretVolume", func(t *testing.T) {
 		ns := e.namespace(t)
 		certPEM, keyPEM := selfSigned(t)
@@ -461,6 +549,10 @@ func TestRunner(t *testing.T) {
 		e.waitPod(t, ns, "crash", "backs off", func(p *corev1.Pod) bool {
 			w := p.Status.ContainerStatuses[0].State.Waiting
 			return w != nil && w.Reason == "CrashLoopBackOff"
+		})
+		testenv.WaitUntil(t, 30*time.Second, "the previous run's log is served", func() bool {
+			b, err := e.client.CoreV1().Pods(ns).GetLogs("crash", &corev1.PodLogOptions{Previous: true}).DoRaw(context.Background())
+			return err == nil && strings.Contains(string(b), "no-such-flag")
 		})
 	})
 

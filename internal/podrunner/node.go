@@ -95,8 +95,11 @@ func (r *Runner) ensureNode(ctx context.Context) error {
 	return nil
 }
 
-// updateNodeStatus writes the Node's status: its resources and addresses, and
-// condition Ready set to ready with a fresh heartbeat.
+// updateNodeStatus writes the Node's status: its resources, address and kubelet
+// endpoint, and condition Ready set to ready with a fresh heartbeat.
+//
+// The Node has no Hostname address: the API server prefers one to reach kubelets, and
+// the node's name does not resolve.
 func (r *Runner) updateNodeStatus(ctx context.Context, ready bool) error {
 	nodes := r.client.CoreV1().Nodes()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -107,9 +110,11 @@ func (r *Runner) updateNodeStatus(ctx context.Context, ready bool) error {
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		node.Status.Capacity = nodeResources.DeepCopy()
 		node.Status.Allocatable = nodeResources.DeepCopy()
-		node.Status.Addresses = []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: hostIP},
-			{Type: corev1.NodeHostName, Address: r.opts.NodeName},
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: hostIP}}
+		node.Status.DaemonEndpoints = corev1.NodeDaemonEndpoints{}
+		if r.kubelet.IsValid() {
+			node.Status.Addresses[0].Address = r.kubelet.Addr().String()
+			node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(r.kubelet.Port())
 		}
 		node.Status.NodeInfo = corev1.NodeSystemInfo{
 			OperatingSystem:         runtime.GOOS,

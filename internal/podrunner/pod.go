@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,8 +30,9 @@ const statusTimeout = 5 * time.Second
 // Synchronisation: r, pod, key, dir and log are set by newPodRun and read-only after.
 // terminate sets grace and deleting and then closes stopping, once; they are read only
 // after stopping is closed. mu guards state; every change to it signals changed, which
-// the status writer alone receives from. done is closed when run returns: every
-// process has stopped and the address is free.
+// the status writer alone receives from. logs[i] is the log of container i's current
+// or last run, stored by its supervisor and loaded by log readers. done is closed when
+// run returns: every process has stopped and the address is free.
 type podRun struct {
 	r   *Runner
 	pod *corev1.Pod // as first seen: the spec the containers run with
@@ -45,6 +47,7 @@ type podRun struct {
 
 	changed chan struct{} // capacity 1
 	done    chan struct{}
+	logs    []atomic.Pointer[containerLog]
 
 	mu    sync.Mutex
 	state podState
@@ -61,6 +64,7 @@ func (r *Runner) newPodRun(ctx context.Context, pod *corev1.Pod) *podRun {
 		stopping: make(chan struct{}),
 		changed:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		logs:     make([]atomic.Pointer[containerLog], len(pod.Spec.Containers)),
 	}
 	p.state.startTime = now()
 	if pod.Status.StartTime != nil {

@@ -2,6 +2,7 @@ package podrunner
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,6 +80,39 @@ func TestProcessRunsInItsDirWithItsEnvironmentAndLog(t *testing.T) {
 	}
 }
 
+func TestProcessOutputGoesToItsLogByStream(t *testing.T) {
+	dir := t.TempDir()
+	p := shell(t, dir, `echo out; echo err >&2; printf "no newline"`)
+	waitExit(t, p)
+	got := map[string]string{}
+	for _, e := range readEntries(t, filepath.Join(dir, "c.log")) {
+		got[string(e.text)] = e.stream
+	}
+	if want := map[string]string{"out": "stdout", "err": "stderr", "no newline": "stdout"}; !maps.Equal(got, want) {
+		t.Errorf("log lines (text: stream) = %v, want %v", got, want)
+	}
+}
+
+func TestExitedIsNotHeldBackByADescendantOutsideTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	// The descendant writes its PID once it has left the group, and the process waits
+	// for that, so that killing the group cannot take the descendant too.
+	p := shell(t, dir, `setsid sh -c 'echo $$ > child; exec sleep 60' & until [ -s child ]; do sleep 0.01; done; echo done`)
+	child := childPID(t, dir)
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	start := time.Now()
+	waitExit(t, p)
+	if elapsed := time.Since(start); elapsed > drainTimeout+2*time.Second {
+		t.Errorf("exited after %v, want about the drain timeout %v", elapsed, drainTimeout)
+	}
+	if gone(child) {
+		t.Error("the descendant outside the group is gone: the test did not test it")
+	}
+	if e := readEntries(t, filepath.Join(dir, "c.log")); len(e) != 1 || string(e[0].text) != "done" {
+		t.Errorf("log = %+v, want the line the process wrote", e)
+	}
+}
+
 func TestStopTerminatesTheWholeGroup(t *testing.T) {
 	dir := t.TempDir()
 	p := shell(t, dir, `sleep 60 & echo $! > child; wait`)
@@ -122,11 +156,15 @@ func TestLogTailIsThisRunsOutputInWholeLines(t *testing.T) {
 	p := shell(t, dir, `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done; exit 1`)
 	waitExit(t, p)
 	tail := p.logTail()
-	if strings.Contains(tail, "earlier run") || strings.Contains(tail, "pod-runner") {
+	if strings.Contains(tail, "earlier run") || strings.Contains(tail, "stdout") {
 		t.Errorf("tail %q holds more than this run's output", tail)
 	}
 	if !strings.HasSuffix(tail, "line 299") || len(tail) > logTailBytes || !strings.HasPrefix(tail, "line ") {
 		t.Errorf("tail = %q (%d bytes), want whole lines ending with line 299, at most %d bytes", tail, len(tail), logTailBytes)
+	}
+
+	if e := readEntries(t, filepath.Join(dir, "c.log.1")); len(e) != 1 || string(e[0].text) != "earlier run" {
+		t.Errorf("previous log = %+v, want the earlier run's line", e)
 	}
 
 	short := shell(t, dir, `echo "only line"; exit 1`)

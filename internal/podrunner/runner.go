@@ -2,9 +2,11 @@ package podrunner
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,9 +37,13 @@ const (
 	DefaultMaxGracePeriod = 10 * time.Second
 	// DefaultPodIPRange is the pod IP range of the pod-runner command.
 	DefaultPodIPRange = "127.0.2.1-127.0.2.254"
+	// DefaultKubeletAddr is the kubelet endpoint's address of the pod-runner command:
+	// kubelet's port, on loopback only.
+	DefaultKubeletAddr = "127.0.0.1:10250"
 )
 
-// hostIP is the Node's address and every pod's host IP.
+// hostIP is every pod's host IP, and the Node's address unless the kubelet endpoint
+// listens on another.
 const hostIP = "127.0.0.1"
 
 // workers is the number of pods synced at once.
@@ -62,6 +68,17 @@ type Options struct {
 	// MaxGracePeriod caps the time a pod's processes get between SIGTERM and SIGKILL;
 	// zero means DefaultMaxGracePeriod.
 	MaxGracePeriod time.Duration
+	// KubeletAddr is the address, "IP:port" or ":port", of the HTTPS endpoint that
+	// serves the pods' container logs to the API server in kubelet's stead, with a
+	// self-signed certificate; the Node advertises it (127.0.0.1 for an unspecified
+	// IP). Port 0 picks a free port; empty means no endpoint, and no pods/log. Any
+	// process that reaches the endpoint can read the logs unless KubeletClientCAs is
+	// set: keep it on a loopback address.
+	KubeletAddr string
+	// KubeletClientCAs, if not nil, makes the kubelet endpoint require a client
+	// certificate that one of them signed (the API server's
+	// --kubelet-client-certificate).
+	KubeletClientCAs *x509.CertPool
 }
 
 // Runner plays kubelet for one Node: see the package documentation. Create it with
@@ -73,10 +90,12 @@ type Runner struct {
 	queue   workqueue.TypedRateLimitingInterface[string] // keys of pods to sync
 	ready   atomic.Bool                                  // node registered, pods listed
 
-	// Set by Start before any worker runs; read-only afterwards.
+	// Set by Start before any worker runs, and kubelet before the Node is registered;
+	// read-only afterwards.
 	bound       cache.Indexer // pods bound to the node
 	unscheduled cache.Indexer // pods bound to no node
 	nodeUID     types.UID
+	kubelet     netip.AddrPort // the kubelet endpoint the Node advertises; invalid without one
 
 	mu   sync.Mutex
 	runs map[string]*podRun // by pod key; only sync adds and removes entries
@@ -103,6 +122,11 @@ func New(client kubernetes.Interface, opts Options) (*Runner, error) {
 	if opts.MaxGracePeriod <= 0 {
 		opts.MaxGracePeriod = DefaultMaxGracePeriod
 	}
+	if opts.KubeletAddr != "" {
+		if _, err := parseKubeletAddr(opts.KubeletAddr); err != nil {
+			return nil, fmt.Errorf("podrunner: %w", err)
+		}
+	}
 	return &Runner{
 		opts:    opts,
 		client:  client,
@@ -114,7 +138,8 @@ func New(client kubernetes.Interface, opts Options) (*Runner, error) {
 
 // Start registers the Node and runs its pods until ctx ends; then it stops every
 // process it started, marks the Node NotReady and returns. It fails only if the state
-// directory cannot be created. Until the Node is registered it retries, every second.
+// directory cannot be created or the kubelet endpoint cannot listen. Until the Node is
+// registered it retries, every second.
 func (r *Runner) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithValues("node", r.opts.NodeName)
 	ctx = log.IntoContext(ctx, logger)
@@ -122,14 +147,26 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("create state directory: %w", err)
 	}
 
-	// 1. The Node, Ready, and its Lease.
+	// 1. The kubelet endpoint, which answers once the runner is ready (step 4).
+	var background sync.WaitGroup
+	if r.opts.KubeletAddr != "" {
+		ln, addr, err := r.listenKubelet()
+		if err != nil {
+			return fmt.Errorf("listen on the kubelet address: %w", err)
+		}
+		r.kubelet = addr
+		background.Go(func() { r.serveKubelet(ctx, ln) })
+		logger.Info("serving container logs", "kubeletAddress", ln.Addr().String())
+	}
+
+	// 2. The Node, Ready, advertising the kubelet endpoint, and its Lease.
 	if !r.registerNode(ctx) {
+		background.Wait()
 		return nil // stopped before the API server could be reached
 	}
-	var background sync.WaitGroup
 	background.Go(func() { r.heartbeat(ctx) })
 
-	// 2. Informers for the pods bound to the node and the pods bound to none, both
+	// 3. Informers for the pods bound to the node and the pods bound to none, both
 	//    feeding the queue of pods to sync.
 	bound := r.podInformers("spec.nodeName=" + r.opts.NodeName)
 	unscheduled := r.podInformers("spec.nodeName=")
@@ -145,7 +182,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		}
 	}
 
-	// 3. Workers that sync pods: bind, run, stop and delete them.
+	// 4. Workers that sync pods: bind, run, stop and delete them.
 	if ctx.Err() == nil {
 		r.removeStaleDirs(ctx)
 		r.ready.Store(true)
@@ -156,8 +193,8 @@ func (r *Runner) Start(ctx context.Context) error {
 		workerGroup.Go(func() { r.work(ctx) })
 	}
 
-	// 4. On shutdown: no more syncs, then every pod's processes stopped, then the Node
-	//    NotReady.
+	// 5. On shutdown: no more syncs or log requests, then every pod's processes stopped,
+	//    then the Node NotReady.
 	<-ctx.Done()
 	r.ready.Store(false)
 	r.queue.ShutDown()

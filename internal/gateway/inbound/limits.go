@@ -70,13 +70,20 @@ func (l Limits) WithDefaults() Limits {
 // NewServer returns a server for h held to l's header and connection limits (after
 // WithDefaults). It sets no ReadTimeout or WriteTimeout: the body is bounded by
 // ReadBody, and responses stream for as long as they need. h should read request
-// bodies with ReadBody and the same l.
+// bodies with ReadBody and the same l. It speaks HTTP/1.1 and HTTP/2: over TLS as ALPN
+// negotiates, and in clear text to clients that know the server does (h2c with prior
+// knowledge; the deprecated h2c upgrade is not offered).
 func NewServer(h http.Handler, l Limits) *http.Server {
 	l = l.WithDefaults()
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
+		Protocols:         &protocols,
 	}
 }
