@@ -12,7 +12,7 @@
 #                    ext_proc 127.0.0.1:9002, metrics 127.0.0.1:8081, probes 127.0.0.1:8082
 #   manager          metrics 127.0.0.1:8083, probes 127.0.0.1:8084
 #   metadata-service API http://127.0.0.1:8090, metrics 127.0.0.1:8091, probes 127.0.0.1:8092
-#   pod-runner       probes 127.0.0.1:8085; runs the pods of Deployment llama-3-8b as engine-sim
+#   pod-runner       probes 127.0.0.1:8085, kubelet API (kubectl logs) 127.0.0.1:10250; runs the pods of Deployment llama-3-8b as engine-sim
 #                    processes on 127.0.0.11:8000, 127.0.0.12:8000, 127.0.0.13:8000
 #   control plane    kube-apiserver 127.0.0.1:6443, etcd 127.0.0.1:2379-2380, kube-controller-manager
 #                    127.0.0.1:10257 (hack/cluster.sh)
@@ -107,7 +107,7 @@ fi
 # busy HOST PORT: something accepts connections on HOST:PORT.
 busy() { timeout 1 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 ports=(127.0.0.1:8080 127.0.0.1:9002 127.0.0.1:8081 127.0.0.1:8082 127.0.0.1:8083 127.0.0.1:8084
-  127.0.0.1:8085 127.0.0.1:8090 127.0.0.1:8091 127.0.0.1:8092 "${engines[@]}")
+  127.0.0.1:8085 127.0.0.1:10250 127.0.0.1:8090 127.0.0.1:8091 127.0.0.1:8092 "${engines[@]}")
 for addr in "${ports[@]}"; do
   if busy "${addr%:*}" "${addr#*:}"; then
     die "$addr is already in use (see: ss -ltnp | grep ${addr#*:}); free it or stop the demo with 'make demo-down'"

@@ -87,7 +87,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 
 	testenv.RunControllerManager(t, logFile("kube-controller-manager"), kubeconfig)
 	run("pod-runner", "--bin-dir", bin, "--state-dir", filepath.Join(logs, "pods"), "--pod-ip-range", *podIPs,
-		"--health-probe-bind-address", loopback())
+		"--kubelet-bind-address", "127.0.0.1:0", "--health-probe-bind-address", loopback())
 	run("manager", "--leader-elect=false", "--gateway-address-pool", *gatewayAddresses, "--metrics-bind-address", "0", "--health-probe-bind-address", loopback())
 	run("gateway", "--metrics-bind-address", loopback(), "--health-probe-bind-address", loopback(), "--drain-timeout", "5s")
 

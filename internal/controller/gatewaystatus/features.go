@@ -40,6 +40,10 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoutePathRewrite,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteBackendProtocolH2C,
 }
 
 // supportedFeatures returns SupportedFeatures as GatewayClass status lists them: sorted
