@@ -326,7 +326,11 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 		cancel()
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &upgradedBody{ReadWriteCloser: rwc, cancel: cancel}
+	} else {
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	}
 	return resp, nil
 }
 
@@ -360,6 +364,11 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
 	copyHeaders(out.Header, r.Header)
+	if proto := upgradeProtocol(r); proto != "" {
+		// Hop-by-hop, yet what asks the backend to switch protocols.
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", proto)
+	}
 	out.Header.Del("Content-Length")
 	out.ContentLength = length
 	out.Host = r.Host
@@ -370,6 +379,10 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 // server-sent events reach the client one by one, and releases the reservation when the
 // response ends, fails or the client goes away.
 func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *httpfilter.Chain) {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		x.relayUpgrade(target, resp, backend)
+		return
+	}
 	defer target.Release(0)
 	defer resp.Body.Close()
 	h := x.w.Header()

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,6 +68,34 @@ func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocol
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), hits
+}
+
+// upgradeEchoServer serves, on a free port of host, a backend that switches every
+// request with Upgrade: echo to a protocol echoing what it receives. It stops when the
+// test ends.
+func upgradeEchoServer(t testing.TB, host string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade to echo", http.StatusUpgradeRequired)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = brw.Flush()
+		_, _ = io.Copy(conn, brw)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
 
 // webPod registers a plain (non-engine) Pod ns/name labelled app=app whose container
@@ -181,6 +210,8 @@ func TestGatewayAPIRouting(t *testing.T) {
 	var h2cOnly http.Protocols
 	h2cOnly.SetUnencryptedHTTP2(true)
 	webH2C, _ := echoServerSpeaking(t, "127.0.0.26", "web-h2c", &h2cOnly)
+	webUpgrade := upgradeEchoServer(t, "127.0.0.27")
+	webPod(t, c, tenantA, "web-ws", "web-ws", webUpgrade)
 	webPod(t, c, tenantA, "web-h2c", "web-h2c", webH2C)
 	h2cService := webService(tenantA, "web-h2c")
 	h2cService.Spec.Ports[0].AppProtocol = new("kubernetes.io/h2c")
@@ -202,7 +233,7 @@ func TestGatewayAPIRouting(t *testing.T) {
 	c.Create(t, class, gw, other,
 		testenv.EngineService(tenantB, "secret-svc", map[string]string{"app": "secret"}),
 		testenv.EngineService(tenantA, "llama", map[string]string{"app": "llama"}),
-		webService(tenantA, "web-a"), webService(tenantA, "web-b"), webService(tenantA, "web-empty"), webService(tenantA, "mirror"), h2cService,
+		webService(tenantA, "web-a"), webService(tenantA, "web-b"), webService(tenantA, "web-empty"), webService(tenantA, "mirror"), h2cService, webService(tenantA, "web-ws"),
 		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "rp"},
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}},
 		route(tenantA, "leak", "gw", "leak.example", gatewayv1.HTTPRouteRule{
@@ -253,6 +284,10 @@ func TestGatewayAPIRouting(t *testing.T) {
 		route(tenantA, "backend-timeout", "gw", "backend-timeout.example", gatewayv1.HTTPRouteRule{
 			Timeouts:    &gatewayv1.HTTPRouteTimeouts{BackendRequest: new(gatewayv1.Duration("300ms"))},
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-a", 80, 1)}}),
+		route(tenantA, "upgrade", "gw", "ws.example", gatewayv1.HTTPRouteRule{
+			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier,
+				ResponseHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Route", Value: "upgrade"}}}}},
+			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-ws", 80, 1)}}),
 		route(tenantA, "h2c", "gw", "h2c.example", gatewayv1.HTTPRouteRule{
 			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web-h2c", 80, 1)}}),
 		route(tenantA, "on-other", "other", "web.example", gatewayv1.HTTPRouteRule{
@@ -445,6 +480,36 @@ func TestGatewayAPIRouting(t *testing.T) {
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || resp.Proto != "HTTP/2.0" {
 			t.Errorf("h2c request with prior knowledge: %d over %s, want 200 over HTTP/2.0", resp.StatusCode, resp.Proto)
+		}
+	})
+
+	t.Run("a backend that switches protocols gets a two-way connection", func(t *testing.T) {
+		conn, err := net.DialTimeout("tcp", listener, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET /chat HTTP/1.1\r\nHost: ws.example\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("read the answer to the upgrade: %v", err)
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" ||
+			resp.Header.Get("X-Route") != "upgrade" || resp.Header.Get(gateway.HeaderEndpoint) != tenantA+"/web-ws" {
+			t.Fatalf("upgrade answer: %d %v, want 101 Upgrade echo from web-ws with the route's header", resp.StatusCode, resp.Header)
+		}
+		for _, msg := range []string{"hello\n", "again\n"} {
+			if _, err := io.WriteString(conn, msg); err != nil {
+				t.Fatal(err)
+			}
+			got, err := br.ReadString('\n')
+			if err != nil || got != msg {
+				t.Fatalf("echoed %q, %v; want %q", got, err, msg)
+			}
 		}
 	})
 

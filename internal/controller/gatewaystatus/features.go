@@ -44,6 +44,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
 }
 
 // supportedFeatures returns SupportedFeatures as GatewayClass status lists them: sorted
