@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -15,8 +16,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
@@ -124,9 +128,31 @@ func TestGatewayAPIConformance(t *testing.T) {
 			}
 		})
 	}
+	if opts.CleanupBaseResources {
+		// Registered before the suite's cleanups, so it runs after them: the namespaces
+		// they delete must go, which takes kube-controller-manager's namespace controller
+		// and the pod runner stopping and deleting their pods.
+		t.Cleanup(func() {
+			namespacesGone(t, cluster, suite.InfrastructureNamespace, suite.AppBackendNamespace, suite.WebBackendNamespace)
+		})
+	}
 	t.Logf("system up in %v", time.Since(start).Round(time.Millisecond))
 	conformance.RunConformanceWithOptions(t, opts)
 	t.Logf("conformance run took %v", time.Since(start).Round(time.Second))
+}
+
+// namespacesGone fails t unless every namespace of names is deleted within two minutes.
+func namespacesGone(t *testing.T, cluster *testenv.Cluster, names ...string) {
+	t.Helper()
+	testenv.WaitUntil(t, 2*time.Minute, fmt.Sprintf("namespaces %v are deleted", names), func() bool {
+		for _, name := range names {
+			err := cluster.Get(context.Background(), client.ObjectKey{Name: name}, &corev1.Namespace{})
+			if !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // implementation fills in what the report says of Switchboard, keeping what flags set.
