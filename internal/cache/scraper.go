@@ -1,14 +1,16 @@
 package cache
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +25,7 @@ import (
 const (
 	DefaultScrapeInterval        = 100 * time.Millisecond
 	DefaultScrapeTimeout         = time.Second
-	DefaultScrapeMaxConcurrent   = 32
+	DefaultScrapeMaxConcurrent   = 128
 	DefaultScrapeMaxBodyBytes    = 4 << 20
 	DefaultModelsRefreshInterval = time.Second
 )
@@ -32,36 +34,47 @@ const (
 // again an engine that refused to be listed.
 const unauthorizedBackoff = 30
 
+// maxFailureBackoff is how many intervals at most a failing engine's scrapes are delayed
+// by (see scrapeTarget.backoff).
+const maxFailureBackoff = 32
+
 // ScrapeOptions configure a Scraper. The zero value is valid: every field left zero or
 // negative takes its default.
 type ScrapeOptions struct {
-	// Interval is the time between two scrapes of one endpoint's /metrics, measured from
-	// the start of one scheduling round to the next. Defaults to DefaultScrapeInterval.
+	// Interval is the time between two scrapes of one endpoint's /metrics. Each endpoint
+	// is scraped at a phase of its own, drawn at random within the interval when it
+	// becomes routable, so that the scrapes of a fleet are spread over the interval.
+	// Defaults to DefaultScrapeInterval.
 	Interval time.Duration
 	// ModelsRefreshInterval is the time between two model listings (GET /v1/models) of
 	// one engine, from the start of one to the start of the next; the listings are what
-	// the cache trusts for the adapters an engine serves (see Cache). Listings are
-	// scheduled by the scraping rounds, so the effective interval is rounded up to a
-	// multiple of Interval. A pod is listed in the first round after it becomes routable
-	// or moves. An engine that answers 401 or 403 is asked again only after
-	// 30 intervals. Defaults to DefaultModelsRefreshInterval.
+	// the cache trusts for the adapters an engine serves (see Cache). A listing is sent
+	// right after a scrape of the same engine, on the same connection, so the effective
+	// interval is rounded up to a multiple of Interval and is stretched while the
+	// engine's scrapes back off. A pod is listed with its first scrape after it becomes
+	// routable or moves. An engine that answers 401 or 403 is asked again only after 30
+	// intervals. Defaults to DefaultModelsRefreshInterval.
 	ModelsRefreshInterval time.Duration
 	// Timeout bounds one request (a scrape or a listing), from dialing to the end of
-	// parsing. A request that takes longer fails and frees its concurrency slot.
-	// Defaults to DefaultScrapeTimeout.
+	// parsing. A request that takes longer fails. Defaults to DefaultScrapeTimeout.
 	Timeout time.Duration
-	// MaxConcurrent bounds the number of requests (scrapes and listings) in flight across
-	// all endpoints. When every slot is taken, the remaining requests are skipped until a
-	// later round. Defaults to DefaultScrapeMaxConcurrent.
+	// MaxConcurrent bounds the number of engines with a request (scrape or listing) in
+	// flight. A slot is taken again as soon as it is freed, by the engine whose scrape is
+	// the most overdue, so the Scraper keeps up with MaxConcurrent divided by the mean
+	// request time (latency and parsing), per second: the default sustains 1,000 engines
+	// at the default interval with requests of up to 12 ms. Engines that hang hold a
+	// slot each for at most Timeout, and back off. Defaults to
+	// DefaultScrapeMaxConcurrent.
 	MaxConcurrent int
 	// MaxBodyBytes bounds the size of a /metrics response; a larger response fails the
 	// scrape rather than being parsed in part. Defaults to DefaultScrapeMaxBodyBytes.
 	// (/v1/models listings go through engineclient, which reads at most 4 MiB.)
 	MaxBodyBytes int64
 	// Client, if set, sends the requests; it SHOULD NOT have a Timeout of its own shorter
-	// than Timeout. The Scraper never closes a caller's client's connections. When nil,
-	// the Scraper uses a client of its own whose idle connections are closed when Start
-	// returns. The Scraper sends no credentials.
+	// than Timeout, and SHOULD keep an idle connection per engine for longer than
+	// Interval. The Scraper never closes a caller's client's connections. When nil, the
+	// Scraper uses a client of its own, which keeps one connection per engine and whose
+	// idle connections are closed when Start returns. The Scraper sends no credentials.
 	Client *http.Client
 }
 
@@ -118,10 +131,11 @@ type ScrapeStats struct {
 // leader.
 //
 // Synchronisation model: the goroutine running Start owns all scheduling state (the
-// in-flight map and the listing schedule) and is the only one to start request
-// goroutines. Each request goroutine reads its pod (an immutable value), writes only to
-// the cache and to the atomic counters, and reports back to the loop on a channel when
-// it ends.
+// targets, their queue and the count of flights) and hands each flight (a scrape of one
+// engine and, when due, a listing of its models) on a channel to one of the worker
+// goroutines it starts. A worker reads its flight's pod (an immutable value), writes
+// only to the cache and to the atomic counters, and reports back to the loop on a
+// channel when the flight ends.
 type Scraper struct {
 	cache *Cache
 	opts  ScrapeOptions
@@ -131,7 +145,7 @@ type Scraper struct {
 	// engines lists the engines' models through client.
 	engines *engineclient.Client
 
-	// The counters back Stats; written by request goroutines, read by anyone.
+	// The counters back Stats; written by workers, read by anyone.
 	succeeded, failed                                       atomic.Uint64
 	listingsSucceeded, listingsFailed, listingsUnauthorized atomic.Uint64
 }
@@ -149,7 +163,15 @@ func NewScraper(c *Cache, opts ScrapeOptions) *Scraper {
 		// Pods are scraped directly by IP; a proxy from the environment would not reach
 		// them, or would reach them from the wrong place.
 		t.Proxy = nil
-		t.MaxIdleConnsPerHost = 2
+		// Each engine is asked one request at a time: keep its connection between
+		// scrapes, however many engines there are and however long a failing one backs
+		// off.
+		t.MaxIdleConns = 0
+		t.MaxIdleConnsPerHost = 1
+		t.IdleConnTimeout = max(t.IdleConnTimeout, maxFailureBackoff*s.opts.Interval)
+		// Engines are on the cluster network: decompressing a gzipped /metrics body would
+		// cost the Scraper more CPU than parsing it.
+		t.DisableCompression = true
 		s.client = &http.Client{Transport: t}
 		s.ownClient = true
 	}
@@ -172,72 +194,107 @@ func (s *Scraper) Stats() ScrapeStats {
 // NeedLeaderElection reports false: every replica keeps its own cache up to date.
 func (s *Scraper) NeedLeaderElection() bool { return false }
 
-// probe is one kind of periodic request the Scraper sends to each routable engine pod.
-type probe uint8
-
-const (
-	// probeMetrics scrapes /metrics, every round.
-	probeMetrics probe = iota
-	// probeModels lists /v1/models, every ModelsRefreshInterval.
-	probeModels
-)
-
-// probes lists every probe, in the order a round starts them for one pod.
-var probes = [...]probe{probeMetrics, probeModels}
-
-// flight identifies one request: the pod asked and what it is asked.
-type flight struct {
-	pod   endpoint.Key
-	probe probe
-}
-
-// inflightScrape is the loop's record of one request goroutine.
-type inflightScrape struct {
-	// target and session identify the pod version asked: its host:port and engine
-	// session.
-	target  string
-	session uint64
-	// cancel abandons the request; the loop calls it when the pod goes away, stops being
-	// routable or moves, and again (harmlessly) when the request reports back.
+// scrapeTarget is the loop's record of one routable engine pod in one engine session
+// (a pod that moves or stops being routable begins another session, and gets another
+// target). Only the goroutine running Start reads or writes it.
+type scrapeTarget struct {
+	// pod is the latest version of the pod seen, in the target's session.
+	pod *Pod
+	// due is when the pod is to be scraped next. Successive due times are whole
+	// intervals apart: they keep the phase drawn when the target was created.
+	due time.Time
+	// listingDue is when the next model listing is due; the zero time lists with the
+	// next scrape.
+	listingDue time.Time
+	// backoff delays the next due time of a failing pod: one interval after a failed
+	// scrape, doubled by each failed scrape after it up to maxFailureBackoff intervals,
+	// and zero again after a successful one.
+	backoff time.Duration
+	// cancel abandons the flight in progress; nil when there is none. A target that is
+	// not gone is in the queue exactly when it has no flight.
 	cancel context.CancelFunc
+	// gone reports that the pod went away or its session ended; a gone target is never
+	// scraped again and leaves the queue when it reaches the front.
+	gone bool
+	// seen is the reconciliation that last found the pod in the target's session.
+	seen uint64
 }
 
-// flightResult is what a request goroutine reports to the loop when it ends.
+// drop marks t gone and abandons its flight, if any.
+func (t *scrapeTarget) drop() {
+	t.gone = true
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+// targetQueue orders targets by due time, earliest first; it implements heap.Interface.
+type targetQueue []*scrapeTarget
+
+// Len, Less, Swap, Push and Pop implement heap.Interface.
+func (q targetQueue) Len() int           { return len(q) }
+func (q targetQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q targetQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *targetQueue) Push(x any)        { *q = append(*q, x.(*scrapeTarget)) }
+func (q *targetQueue) Pop() any {
+	old := *q
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return t
+}
+
+// flight is one turn of a target: a scrape of pod, followed by a listing if list is set.
+// Cancelling ctx abandons it.
+type flight struct {
+	ctx    context.Context
+	target *scrapeTarget
+	pod    *Pod
+	list   bool
+}
+
+// flightResult is what a worker reports to the loop when a flight ends.
 type flightResult struct {
-	flight
-	session uint64
-	// unauthorized reports a listing the engine refused.
-	unauthorized bool
-}
-
-// listingDue is the loop's schedule of one pod's listings.
-type listingDue struct {
-	// session is the engine session scheduled; a new session is listed at once.
-	session uint64
-	// at is when the next listing is due.
-	at time.Time
+	target *scrapeTarget
+	// failed reports a failed scrape; unauthorized a listing the engine refused.
+	failed, unauthorized bool
 }
 
 // schedule is the scheduling state owned by the goroutine running Start.
 type schedule struct {
-	inflight map[flight]inflightScrape
-	listings map[endpoint.Key]listingDue
-	// done receives the result of every request goroutine that ends. It is buffered for
-	// every goroutine that can be in flight, so that none blocks on reporting.
+	// targets holds the target of every routable engine pod, by key.
+	targets map[endpoint.Key]*scrapeTarget
+	// queue holds the targets waiting for their next scrape, and gone targets until they
+	// reach its front.
+	queue targetQueue
+	// flights counts the flights in progress, waiting for a worker or running, gone
+	// targets' included: the slots taken.
+	flights int
+	// work hands each flight started to a worker; done receives the result of each
+	// flight that ends. Both are buffered for every flight that can be in progress, so
+	// that neither the loop nor a worker blocks on sending. Start closes work when it
+	// returns.
+	work chan flight
 	done chan flightResult
-	// rounds counts the rounds; odd rounds start listings before scrapes, so that when
-	// slots are scarce neither kind of request starves the other.
-	rounds uint64
+	// workers counts the worker goroutines, and running waits for them to exit. A
+	// worker is started whenever the flights in progress outnumber them, so there are
+	// never more than MaxConcurrent; each keeps its stack from one flight to the next.
+	workers int
+	running sync.WaitGroup
+	// reconciles counts the reconciliations with the cache.
+	reconciles uint64
 }
 
-// Start scrapes every routable engine pod once immediately and then once per Interval,
-// and lists its models immediately and then once per ModelsRefreshInterval, until ctx is
-// done. A request whose previous instance for the same pod is still in flight is skipped
-// that round; so is every request left over once MaxConcurrent are in flight. The
-// requests to a pod that is deleted, stops being routable or changes address or port are
-// cancelled at the next round.
+// Start scrapes every routable engine pod once per Interval, at a phase of its own, and
+// lists its models with its first scrape and then once per ModelsRefreshInterval, until
+// ctx is done. A pod that becomes routable is scraped within two intervals. A scrape
+// that is due while MaxConcurrent flights are in progress waits for a slot, the most
+// overdue first; a scrape still in progress at the pod's next due time makes the pod
+// skip it. A pod whose scrape fails skips its next due time, and after each further
+// failure twice as many, up to 32. The requests to a pod that is deleted, stops being
+// routable or changes address or port are cancelled within an interval.
 //
-// When ctx is done, Start cancels every request in flight, waits for their goroutines to
+// When ctx is done, Start cancels every request in flight, waits for its goroutines to
 // exit, closes the idle connections of its own client and returns nil. Start MUST NOT be
 // called concurrently with itself on one Scraper. Failed requests are logged at V(1)
 // with the logger from ctx.
@@ -246,96 +303,141 @@ func (s *Scraper) Start(ctx context.Context) error {
 		defer s.client.CloseIdleConnections()
 	}
 	sched := &schedule{
-		inflight: make(map[flight]inflightScrape),
-		listings: make(map[endpoint.Key]listingDue),
-		done:     make(chan flightResult, s.opts.MaxConcurrent),
+		targets: make(map[endpoint.Key]*scrapeTarget),
+		work:    make(chan flight, s.opts.MaxConcurrent),
+		done:    make(chan flightResult, s.opts.MaxConcurrent),
 	}
-
-	ticker := time.NewTicker(s.opts.Interval)
-	defer ticker.Stop()
-	s.round(ctx, sched, time.Now())
+	defer func() {
+		close(sched.work)
+		sched.running.Wait()
+	}()
+	reconcile := time.NewTicker(s.opts.Interval)
+	defer reconcile.Stop()
+	wake := time.NewTimer(s.opts.Interval)
+	defer wake.Stop()
+	s.reconcile(sched, time.Now())
 	for {
+		now := time.Now()
+		s.dispatch(ctx, sched, now)
+		if sched.flights < s.opts.MaxConcurrent && len(sched.queue) > 0 {
+			wake.Reset(sched.queue[0].due.Sub(now))
+		} else {
+			wake.Stop() // a flight reporting back frees a slot or requeues its target
+		}
 		select {
 		case <-ctx.Done():
-			for _, f := range sched.inflight {
-				f.cancel()
-			}
-			for len(sched.inflight) > 0 {
-				delete(sched.inflight, (<-sched.done).flight)
+			// Every flight's context derives from ctx: they are all cancelled.
+			for ; sched.flights > 0; sched.flights-- {
+				(<-sched.done).target.cancel()
 			}
 			return nil
 		case r := <-sched.done:
-			sched.inflight[r.flight].cancel() // release the request context's resources
-			delete(sched.inflight, r.flight)
-			if d, ok := sched.listings[r.pod]; r.unauthorized && ok && d.session == r.session {
-				d.at = time.Now().Add(unauthorizedBackoff * s.opts.ModelsRefreshInterval)
-				sched.listings[r.pod] = d
-			}
-		case now := <-ticker.C:
-			s.round(ctx, sched, now)
+			s.finishFlight(sched, r, time.Now())
+		case now := <-reconcile.C:
+			s.reconcile(sched, now)
+		case <-wake.C:
 		}
 	}
 }
 
-// round is one scheduling round: it cancels the requests whose pods went away or moved
-// and starts, for every routable engine pod, each due request that has none in flight,
-// as long as a slot is free. The number of entries in inflight is the number of slots
-// taken, so a cancelled request holds its slot until its goroutine has reported back.
-func (s *Scraper) round(ctx context.Context, sched *schedule, now time.Time) {
-	routable := make(map[endpoint.Key]*Pod)
+// reconcile brings the targets in line with the cache: every routable engine pod in a
+// new session gets a target, due at a random phase within the next interval and listed
+// with its first scrape; the targets of pods that went away or whose session ended are
+// dropped; the others follow the pod's latest version.
+func (s *Scraper) reconcile(sched *schedule, now time.Time) {
+	sched.reconciles++
 	for _, p := range s.cache.ListPods() {
-		if p.IsEngine() && p.Routable() {
-			routable[p.Key] = p
+		if !p.IsEngine() || !p.Routable() {
+			continue
+		}
+		// The session changes whenever the address or port does (see Cache).
+		t, ok := sched.targets[p.Key]
+		if ok && t.pod.session == p.session {
+			t.pod, t.seen = p, sched.reconciles
+			continue
+		}
+		if ok {
+			t.drop()
+		}
+		t = &scrapeTarget{pod: p, due: now.Add(rand.N(s.opts.Interval)), seen: sched.reconciles}
+		sched.targets[p.Key] = t
+		heap.Push(&sched.queue, t)
+	}
+	for k, t := range sched.targets {
+		if t.seen != sched.reconciles {
+			t.drop()
+			delete(sched.targets, k)
 		}
 	}
-	for f, fl := range sched.inflight {
-		if p, ok := routable[f.pod]; !ok || metricsTarget(p) != fl.target || p.session != fl.session {
-			fl.cancel()
+}
+
+// dispatch starts a flight for every queued target due by now, earliest first, as long
+// as a slot is free.
+func (s *Scraper) dispatch(ctx context.Context, sched *schedule, now time.Time) {
+	for sched.flights < s.opts.MaxConcurrent && len(sched.queue) > 0 && !sched.queue[0].due.After(now) {
+		if t := heap.Pop(&sched.queue).(*scrapeTarget); !t.gone {
+			s.startFlight(ctx, sched, t, now)
 		}
 	}
-	for k := range sched.listings {
-		if _, ok := routable[k]; !ok {
-			delete(sched.listings, k)
+}
+
+// startFlight starts t's flight: a scrape of its pod, followed by a listing if one is due.
+func (s *Scraper) startFlight(ctx context.Context, sched *schedule, t *scrapeTarget, now time.Time) {
+	// A listing due within half an interval is due now, so that listings keep to
+	// ModelsRefreshInterval rather than slipping an interval.
+	list := !now.Add(s.opts.Interval / 2).Before(t.listingDue)
+	if list {
+		t.listingDue = now.Add(s.opts.ModelsRefreshInterval)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	if sched.flights++; sched.flights > sched.workers {
+		sched.workers++
+		sched.running.Go(func() { s.work(sched) })
+	}
+	sched.work <- flight{ctx: fctx, target: t, pod: t.pod, list: list}
+}
+
+// work runs the flights it receives, reporting each, until the channel is closed.
+func (s *Scraper) work(sched *schedule) {
+	for f := range sched.work {
+		r := flightResult{target: f.target, failed: s.scrapeAndStore(f.ctx, f.pod)}
+		if f.list && f.ctx.Err() == nil {
+			r.unauthorized = s.listAndStore(f.ctx, f.pod)
 		}
+		sched.done <- r
 	}
-	// Ticks may come a little early; a listing due within half an interval is due now,
-	// so that listings keep to ModelsRefreshInterval rather than slipping a round.
-	dueBy := now.Add(s.opts.Interval / 2)
-	// Map order varies from round to round, so when slots are scarce no pod is starved
-	// for long.
-	order := probes
-	if sched.rounds++; sched.rounds%2 == 0 {
-		slices.Reverse(order[:])
+}
+
+// finishFlight records the end of the flight r reports and, unless its target is gone, queues
+// the target for its next due time.
+func (s *Scraper) finishFlight(sched *schedule, r flightResult, now time.Time) {
+	sched.flights--
+	t := r.target
+	t.cancel() // release the flight context's resources
+	t.cancel = nil
+	if t.gone {
+		return
 	}
-	for k, p := range routable {
-		for _, pr := range order {
-			if len(sched.inflight) >= s.opts.MaxConcurrent {
-				return
-			}
-			f := flight{pod: k, probe: pr}
-			if _, busy := sched.inflight[f]; busy {
-				continue
-			}
-			if pr == probeModels {
-				if d, ok := sched.listings[k]; ok && d.session == p.session && dueBy.Before(d.at) {
-					continue
-				}
-				sched.listings[k] = listingDue{session: p.session, at: now.Add(s.opts.ModelsRefreshInterval)}
-			}
-			rctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-			sched.inflight[f] = inflightScrape{target: metricsTarget(p), session: p.session, cancel: cancel}
-			go func() {
-				r := flightResult{flight: f, session: p.session}
-				switch pr {
-				case probeMetrics:
-					s.scrapeAndStore(rctx, p)
-				case probeModels:
-					r.unauthorized = s.listAndStore(rctx, p)
-				}
-				sched.done <- r
-			}()
-		}
+	if r.unauthorized {
+		t.listingDue = now.Add(unauthorizedBackoff * s.opts.ModelsRefreshInterval)
 	}
+	switch {
+	case !r.failed:
+		t.backoff = 0
+	case t.backoff == 0:
+		t.backoff = s.opts.Interval
+	default:
+		t.backoff = min(2*t.backoff, maxFailureBackoff*s.opts.Interval)
+	}
+	t.due = nextDue(t.due, now.Add(t.backoff), s.opts.Interval)
+	heap.Push(&sched.queue, t)
+}
+
+// nextDue returns the earliest time later than after (which is not before due) that is a
+// whole number of intervals after due.
+func nextDue(due, after time.Time, interval time.Duration) time.Time {
+	return due.Add((after.Sub(due)/interval + 1) * interval)
 }
 
 // metricsTarget returns the host:port serving the pod's /metrics and /v1/models.
@@ -343,20 +445,22 @@ func metricsTarget(p *Pod) string {
 	return net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))
 }
 
-// scrapeAndStore scrapes p, stores the snapshot, with the engine profile learnt from
-// the previous snapshot to this one and the requests this process has in flight to p,
-// and counts the outcome. A scrape abandoned through ctx cancellation is neither counted
-// nor logged.
-func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) {
+// scrapeAndStore scrapes p within Timeout, stores the snapshot, with the engine profile
+// learnt from the previous snapshot to this one and the requests this process has in
+// flight to p, and counts the outcome. It reports whether the scrape failed; a scrape
+// abandoned through ctx cancellation is neither a failure nor counted nor logged.
+func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) (failed bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
 	m, err := s.scrape(ctx, p)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return
+			return false
 		}
 		s.failed.Add(1)
 		log.FromContext(ctx).V(1).Info("Metrics scrape failed",
 			"pod", p.Key.String(), "address", metricsTarget(p), "error", err)
-		return
+		return true
 	}
 	m.LocalInFlight = p.Load().InFlight()
 	var learnt endpoint.Profile
@@ -368,12 +472,15 @@ func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) {
 	if s.cache.SetMetrics(p, m) {
 		s.succeeded.Add(1)
 	}
+	return false
 }
 
-// listAndStore lists the models of p, stores the listing and counts the outcome; it
-// reports whether the engine refused to be listed. A listing abandoned through ctx
-// cancellation is neither counted nor logged.
+// listAndStore lists the models of p within Timeout, stores the listing and counts the
+// outcome; it reports whether the engine refused to be listed. A listing abandoned
+// through ctx cancellation is neither counted nor logged.
 func (s *Scraper) listAndStore(ctx context.Context, p *Pod) (unauthorized bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
 	requestedAt := time.Now()
 	models, err := s.listModels(ctx, p)
 	switch {

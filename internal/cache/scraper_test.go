@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,6 +232,138 @@ func TestScraperHangingEndpointDoesNotDelayOthers(t *testing.T) {
 	})
 	if m := podMetrics(c, "hanging"); m != nil {
 		t.Errorf("hanging pod has metrics %+v, want none", m)
+	}
+}
+
+func TestScraperHangingEnginesDoNotStarveOthers(t *testing.T) {
+	c := New()
+	for i := range 4 {
+		c.UpsertPod(makePod(fmt.Sprintf("hanging-%d", i)).ServedBy(newHangingServer(t).Server).Build())
+	}
+	c.UpsertPod(makePod("healthy").ServedBy(metricsServer(t, runningBody(1))).Build())
+	// Twice as many hanging engines as slots: only the timeout frees their slots.
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: 50 * time.Millisecond, MaxConcurrent: 2})
+
+	waitForScrapes(t, c, "healthy", 10, nil)
+	if st := s.Stats(); st.Failed == 0 {
+		t.Errorf("Stats() = %+v, want the hanging engines' scrapes to have failed", st)
+	}
+}
+
+// connEngine serves a small /metrics body and an empty model listing, and counts the
+// requests it answers and the connections it accepts.
+type connEngine struct {
+	*httptest.Server
+	scrapes, listings, conns atomic.Int64
+}
+
+func newConnEngine(t *testing.T) *connEngine {
+	t.Helper()
+	e := &connEngine{}
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			e.scrapes.Add(1)
+			_, _ = io.WriteString(w, runningBody(1))
+			return
+		}
+		e.listings.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	e.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.conns.Add(1)
+		}
+	}
+	e.Start()
+	t.Cleanup(e.Close)
+	return e
+}
+
+func TestScraperKeepsOneConnectionPerEngine(t *testing.T) {
+	// More engines than http.DefaultTransport keeps idle connections for (100).
+	engines := make([]*connEngine, 120)
+	c := New()
+	for i := range engines {
+		engines[i] = newConnEngine(t)
+		c.UpsertPod(makePod(fmt.Sprintf("p%d", i)).ServedBy(engines[i].Server).Build())
+	}
+	// A scrape that timed out would rightly close its connection: leave time enough.
+	startScraper(t, c, ScrapeOptions{Interval: 50 * time.Millisecond, ModelsRefreshInterval: 100 * time.Millisecond, Timeout: time.Minute})
+
+	waitUntil(t, "every engine is scraped 10 times and listed 3 times", func() bool {
+		return !slices.ContainsFunc(engines, func(e *connEngine) bool { return e.scrapes.Load() < 10 || e.listings.Load() < 3 })
+	})
+	for i, e := range engines {
+		if n := e.conns.Load(); n != 1 {
+			t.Errorf("engine %d accepted %d connections for %d scrapes and %d listings, want 1",
+				i, n, e.scrapes.Load(), e.listings.Load())
+		}
+	}
+}
+
+func TestScraperBacksOffFailingEngines(t *testing.T) {
+	var (
+		failing  atomic.Bool
+		requests atomic.Int64
+	)
+	failing.Store(true)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		requests.Add(1)
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, runningBody(1))
+	}))
+	t.Cleanup(flaky.Close)
+	witness := newConnEngine(t)
+	c := New()
+	c.UpsertPod(makePod("flaky").ServedBy(flaky).Build())
+	c.UpsertPod(makePod("witness").ServedBy(witness.Server).Build())
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond})
+
+	// Counted in the witness's scrapes, at most one an interval, not in time: over 64
+	// intervals, an engine failing throughout is asked 7 times (after 1, 2, 4, … skipped
+	// intervals), where one that does not back off would be asked 64 times.
+	waitUntil(t, "the witness is scraped 64 times", func() bool { return witness.scrapes.Load() >= 64 })
+	if n := requests.Load(); n > 64/3 {
+		t.Errorf("the failing engine was asked %d times while the witness was scraped 64 times, want at most %d", n, 64/3)
+	}
+
+	// The first successful scrape ends the backoff.
+	failing.Store(false)
+	waitUntil(t, "the engine that recovered is scraped", func() bool { return podMetrics(c, "flaky") != nil })
+	asked, scraped := requests.Load(), witness.scrapes.Load()
+	waitUntil(t, "the witness is scraped 20 more times", func() bool { return witness.scrapes.Load() >= scraped+20 })
+	if n := requests.Load() - asked; n < 10 {
+		t.Errorf("the engine that recovered was scraped %d times while the witness was scraped 20 times, want about as many", n)
+	}
+}
+
+func TestNextDue(t *testing.T) {
+	due := time.Unix(1000, 0)
+	const interval = 100 * time.Millisecond
+	tests := []struct {
+		name  string
+		after time.Duration // after due
+		want  time.Duration // after due
+	}{
+		{"at the due time", 0, interval},
+		{"early in the interval", 3 * time.Millisecond, interval},
+		{"at the next due time", interval, 2 * interval},
+		{"two and a half intervals late", 5 * interval / 2, 3 * interval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextDue(due, due.Add(tt.after), interval); !got.Equal(due.Add(tt.want)) {
+				t.Errorf("nextDue(due, due+%v) = due+%v, want due+%v", tt.after, got.Sub(due), tt.want)
+			}
+		})
 	}
 }
 
