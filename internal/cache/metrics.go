@@ -1,16 +1,10 @@
 package cache
 
 import (
+	"bytes"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -61,175 +55,237 @@ var engineMetricNames = map[endpoint.Engine]metricNames{
 	},
 }
 
-// ParseMetrics reads Prometheus text exposition from an engine of the given type and maps
-// it to a metrics snapshot stamped with scrapedAt. Series of one family (for example one
-// per data-parallel engine) are summed, except ratios, which are averaged. Families the
-// engine does not export leave their fields zero.
+// lists returns every candidate list of n.
+func (n metricNames) lists() [][]string {
+	return [][]string{
+		n.running, n.waiting, n.kvCacheUsage, n.prefixQueries, n.prefixHits, n.prefixHitRate,
+		n.loraInfo, n.cacheConfig, n.ttft, n.tpot, n.e2e, n.queue, n.prefill, n.decode,
+		n.inference, n.promptTokens, n.generationTokens,
+	}
+}
+
+// metricsSchemas holds engineMetricNames compiled, per engine.
+var metricsSchemas = func() map[endpoint.Engine]*metricsSchema {
+	schemas := make(map[endpoint.Engine]*metricsSchema, len(engineMetricNames))
+	for engine, names := range engineMetricNames {
+		schemas[engine] = newMetricsSchema(names)
+	}
+	return schemas
+}()
+
+// ParseMetrics reads Prometheus text exposition (format 0.0.4) from an engine of the
+// given type and maps it to a metrics snapshot stamped with scrapedAt. Series of one
+// family (for example one per data-parallel engine) are summed, except ratios, which
+// are averaged. Families the engine does not export leave their fields zero.
+//
+// ParseMetrics reads r to its end (the caller bounds its size), then the text in one
+// pass. It parses the HELP, TYPE and sample lines of the families it maps, and of
+// their histograms' _count, _sum and _bucket series, and assigns series to families
+// and reads values as the text format's reference parser, expfmt.TextParser, does:
+// the result is that of mapping that parser's output. Those lines must be well formed:
+// a metric name, optionally quoted; an optional label set; a float value (NaN and
+// ±Inf included); an optional integer timestamp. Every other line is only checked to
+// be blank or to start like a sample (a metric-name character, '"' or '{') or a
+// comment ('#'), so, unlike expfmt, a malformed line of a family the mapping does not
+// read does not fail the parse. Lines end in LF or CRLF, and a last line that is not
+// blank must end too. Anything else, such as an HTML error page, is an error.
 func ParseMetrics(engine endpoint.Engine, r io.Reader, scrapedAt time.Time) (endpoint.Metrics, error) {
-	names, ok := engineMetricNames[engine]
+	schema, ok := metricsSchemas[engine]
 	if !ok {
 		return endpoint.Metrics{}, fmt.Errorf("parse metrics: unknown engine %q", engine)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
+	p := metricsParsers.Get().(*metricsParser)
+	defer p.release()
+	p.body.Reset()
+	if _, err := p.body.ReadFrom(r); err != nil {
 		return endpoint.Metrics{}, fmt.Errorf("parse metrics: %w", err)
 	}
-	find := func(candidates []string) *dto.MetricFamily {
-		for _, n := range candidates {
-			if f, ok := families[n]; ok {
-				return f
-			}
-		}
-		return nil
+	p.reset(schema)
+	if err := p.parse(p.body.Bytes()); err != nil {
+		return endpoint.Metrics{}, fmt.Errorf("parse metrics: %w", err)
 	}
+	return p.metrics(scrapedAt), nil
+}
 
+// metrics maps the families p read to a snapshot.
+func (p *metricsParser) metrics(scrapedAt time.Time) endpoint.Metrics {
+	names := p.schema.names
 	m := endpoint.Metrics{
-		Running:            sum(find(names.running)),
-		Waiting:            sum(find(names.waiting)),
-		KVCacheUsage:       mean(find(names.kvCacheUsage)),
-		PrefixCacheQueries: sum(find(names.prefixQueries)),
-		PrefixCacheHits:    sum(find(names.prefixHits)),
-		PrefixCacheHitRate: mean(find(names.prefixHitRate)),
-		TTFT:               histogram(find(names.ttft)),
-		TPOT:               histogram(find(names.tpot)),
-		E2E:                histogram(find(names.e2e)),
-		QueueTime:          histogram(find(names.queue)),
-		PrefillTime:        histogram(find(names.prefill)),
-		DecodeTime:         histogram(find(names.decode)),
-		InferenceTime:      histogram(find(names.inference)),
-		PromptTokens:       sum(find(names.promptTokens)),
-		GenerationTokens:   sum(find(names.generationTokens)),
+		Running:            p.find(names.running).total(),
+		Waiting:            p.find(names.waiting).total(),
+		KVCacheUsage:       p.find(names.kvCacheUsage).mean(),
+		PrefixCacheQueries: p.find(names.prefixQueries).total(),
+		PrefixCacheHits:    p.find(names.prefixHits).total(),
+		PrefixCacheHitRate: p.find(names.prefixHitRate).mean(),
+		TTFT:               p.histogram(names.ttft),
+		TPOT:               p.histogram(names.tpot),
+		E2E:                p.histogram(names.e2e),
+		QueueTime:          p.histogram(names.queue),
+		PrefillTime:        p.histogram(names.prefill),
+		DecodeTime:         p.histogram(names.decode),
+		InferenceTime:      p.histogram(names.inference),
+		PromptTokens:       p.find(names.promptTokens).total(),
+		GenerationTokens:   p.find(names.generationTokens).total(),
 		ScrapedAt:          scrapedAt,
 	}
 	if m.PrefixCacheHitRate == 0 && m.PrefixCacheQueries > 0 {
 		m.PrefixCacheHitRate = m.PrefixCacheHits / m.PrefixCacheQueries
 	}
-	m.LoRA = loraState(find(names.loraInfo))
-	if labels := latestInfo(find(names.cacheConfig)); labels != nil {
-		m.BlockSize = atoi(labels["block_size"])
-		m.NumGPUBlocks = atoi(labels["num_gpu_blocks"])
+	if f := p.find(names.loraInfo); f != nil {
+		m.LoRA = f.lora.state()
 	}
-	return m, nil
+	if f := p.find(names.cacheConfig); f != nil {
+		m.BlockSize, m.NumGPUBlocks = f.info.blockSize, f.info.numGPUBlocks
+	}
+	return m
 }
 
-// value returns the sample value of a gauge, counter or untyped metric.
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	default:
-		return m.GetUntyped().GetValue()
+// find returns the first family of candidates that has samples, or nil.
+func (p *metricsParser) find(candidates []string) *familyState {
+	for _, name := range candidates {
+		if f := &p.fams[p.schema.series[name].family]; f.samples > 0 {
+			return f
+		}
 	}
+	return nil
 }
 
-// sum adds the values of all series in f; 0 when f is nil.
-func sum(f *dto.MetricFamily) float64 {
-	var total float64
-	for _, m := range f.GetMetric() {
-		total += value(m)
-	}
-	return total
-}
-
-// mean averages the values of all series in f; 0 when f is nil or empty.
-func mean(f *dto.MetricFamily) float64 {
-	if len(f.GetMetric()) == 0 {
+// total adds the values of the samples of f; 0 when f is nil or not a counter, gauge
+// or untyped family.
+func (f *familyState) total() float64 {
+	if f == nil {
 		return 0
 	}
-	return sum(f) / float64(len(f.GetMetric()))
+	return f.sum
 }
 
-// histogram adds the count and sum of all histogram series in f.
-func histogram(f *dto.MetricFamily) endpoint.Histogram {
+// mean averages the values of the samples of f; 0 when f is nil, and for a summary or
+// histogram family.
+func (f *familyState) mean() float64 {
+	if f == nil {
+		return 0
+	}
+	return f.sum / float64(f.samples)
+}
+
+// histogram adds the count and sum of all series of the first family of candidates
+// that has samples; zero unless that family is a histogram.
+func (p *metricsParser) histogram(candidates []string) endpoint.Histogram {
 	var h endpoint.Histogram
-	for _, m := range f.GetMetric() {
-		h.Count += m.GetHistogram().GetSampleCount()
-		h.Sum += m.GetHistogram().GetSampleSum()
+	f := p.find(candidates)
+	if f == nil || f.typ != typeHistogram {
+		return h
+	}
+	for i := range p.groups {
+		if g := &p.groups[i]; g.family == f.id {
+			h.Count += g.sampleCount()
+			h.Sum += g.sum
+		}
 	}
 	return h
 }
 
-// loraState reads vllm:lora_requests_info. Engines export one series per label set, with
-// the time of its last update as the value, and keep old series, so the newest series
-// wins. Several series may carry the newest value (some engines write whole seconds, so
-// updates within one second tie); then the state is their union: the running adapters of
-// all of them (in order of first appearance), likewise the waiting ones, and the largest
-// max_lora. Erring towards "running" keeps an adapter the engine may well be running
-// visible rather than dropping it on a coin toss. Zero when f has no series.
-func loraState(f *dto.MetricFamily) endpoint.LoRAState {
-	var (
-		state  endpoint.LoRAState
-		newest float64
-		found  bool
-	)
-	for _, m := range f.GetMetric() {
-		v := value(m)
-		if found && v < newest {
-			continue
-		}
-		if !found || v > newest {
-			state, newest, found = endpoint.LoRAState{}, v, true
-		}
-		labels := make(map[string]string, len(m.GetLabel()))
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		state.Running = appendNew(state.Running, splitList(labels["running_lora_adapters"]))
-		state.Waiting = appendNew(state.Waiting, splitList(labels["waiting_lora_adapters"]))
-		state.MaxLoRA = max(state.MaxLoRA, atoi(labels["max_lora"]))
-	}
-	return state
+// loraFold reads vllm:lora_requests_info one series at a time. Engines export one
+// series per label set, with the time of its last update as the value, and keep old
+// series, so the newest series wins. Several series may carry the newest value (some
+// engines write whole seconds, so updates within one second tie); then the state is
+// their union: the running adapters of all of them (in order of first appearance),
+// likewise the waiting ones, and the largest max_lora. Erring towards "running" keeps
+// an adapter the engine may well be running visible rather than dropping it on a coin
+// toss.
+type loraFold struct {
+	found   bool
+	newest  float64
+	maxLoRA int
+	// names holds the adapter names of running and waiting back to back.
+	names            []byte
+	running, waiting []span
 }
 
-// appendNew appends to list the items it does not hold yet.
-func appendNew(list, items []string) []string {
-	for _, item := range items {
-		if !slices.Contains(list, item) {
-			list = append(list, item)
+// span is the range [start, end) of a loraFold's names.
+type span struct{ start, end int }
+
+// reset returns an empty fold that keeps f's buffers.
+func (f *loraFold) reset() loraFold {
+	return loraFold{names: f.names[:0], running: f.running[:0], waiting: f.waiting[:0]}
+}
+
+// add folds in a series of value v and the (unescaped) values of its
+// running_lora_adapters, waiting_lora_adapters and max_lora labels.
+func (f *loraFold) add(v float64, running, waiting, maxLoRA []byte) {
+	if f.found && v < f.newest {
+		return
+	}
+	if !f.found || v > f.newest {
+		*f = f.reset()
+		f.found, f.newest = true, v
+	}
+	f.running = f.appendNew(f.running, running)
+	f.waiting = f.appendNew(f.waiting, waiting)
+	f.maxLoRA = max(f.maxLoRA, atoi(maxLoRA))
+}
+
+// appendNew appends to list the items of the comma-separated list that it does not
+// hold yet, dropping empty items.
+func (f *loraFold) appendNew(list []span, items []byte) []span {
+	for len(items) > 0 {
+		item := items
+		if i := bytes.IndexByte(items, ','); i >= 0 {
+			item, items = items[:i], items[i+1:]
+		} else {
+			items = nil
 		}
+		if item = bytes.TrimSpace(item); len(item) == 0 || f.holds(list, item) {
+			continue
+		}
+		f.names = append(f.names, item...)
+		list = append(list, span{len(f.names) - len(item), len(f.names)})
 	}
 	return list
 }
 
-// latestInfo returns the labels of the info series with the highest value (engines
-// export the update time as the value; the first of equal values), or nil when f has no
-// series.
-func latestInfo(f *dto.MetricFamily) map[string]string {
-	var best *dto.Metric
-	for _, m := range f.GetMetric() {
-		if best == nil || value(m) > value(best) {
-			best = m
+// holds reports whether list holds item.
+func (f *loraFold) holds(list []span, item []byte) bool {
+	for _, s := range list {
+		if bytes.Equal(f.names[s.start:s.end], item) {
+			return true
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	labels := make(map[string]string, len(best.GetLabel()))
-	for _, l := range best.GetLabel() {
-		labels[l.GetName()] = l.GetValue()
-	}
-	return labels
+	return false
 }
 
-// splitList splits a comma-separated label value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for item := range strings.SplitSeq(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
+// state returns the folded state.
+func (f *loraFold) state() endpoint.LoRAState {
+	names := string(f.names)
+	return endpoint.LoRAState{Running: spans(names, f.running), Waiting: spans(names, f.waiting), MaxLoRA: f.maxLoRA}
+}
+
+// spans returns the strings of names that list ranges over; nil for an empty list.
+func spans(names string, list []span) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = names[s.start:s.end]
 	}
 	return out
 }
 
-// atoi parses a decimal label value, returning 0 for anything else (such as "None").
-func atoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0
+// infoFold reads an info series (vllm:cache_config_info) one series at a time and
+// keeps the labels of the one with the highest value (engines export the update time
+// as the value; the first of equal values).
+type infoFold struct {
+	found                   bool
+	newest                  float64
+	blockSize, numGPUBlocks int
+}
+
+// add folds in a series of value v and the values, as written, of its block_size and
+// num_gpu_blocks labels.
+func (f *infoFold) add(v float64, blockSize, numGPUBlocks []byte) {
+	if f.found && !(v > f.newest) {
+		return
 	}
-	return n
+	*f = infoFold{found: true, newest: v, blockSize: atoi(blockSize), numGPUBlocks: atoi(numGPUBlocks)}
 }

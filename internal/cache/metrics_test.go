@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +46,30 @@ func TestParseMetrics(t *testing.T) {
 				DecodeTime:    endpoint.Histogram{Count: 412, Sum: 1112.4},
 				InferenceTime: endpoint.Histogram{Count: 412, Sum: 1130.94},
 				PromptTokens:  251904, GenerationTokens: 96512,
+				ScrapedAt: at,
+			},
+		},
+		{
+			// vllm.txt with a second data-parallel engine of twice the load: series are
+			// summed, ratios averaged.
+			file: "vllm_dp2.txt", engine: endpoint.EngineVLLM,
+			want: endpoint.Metrics{
+				Running: 21, Waiting: 9, KVCacheUsage: 0.65625,
+				PrefixCacheQueries: 552960, PrefixCacheHits: 368640, PrefixCacheHitRate: 122880.0 / 184320,
+				LoRA: endpoint.LoRAState{
+					Running: []string{"llama-3-8b-sql-lora", "llama-3-8b-chat-lora"},
+					Waiting: []string{"llama-3-8b-sql-lora"},
+					MaxLoRA: 4,
+				},
+				BlockSize: 16, NumGPUBlocks: 27910,
+				TTFT:          endpoint.Histogram{Count: 1236, Sum: 185.4},
+				TPOT:          endpoint.Histogram{Count: 288300, Sum: 8649},
+				E2E:           endpoint.Histogram{Count: 1236, Sum: 3708},
+				QueueTime:     endpoint.Histogram{Count: 1236, Sum: 129.78},
+				PrefillTime:   endpoint.Histogram{Count: 1236, Sum: 55.62},
+				DecodeTime:    endpoint.Histogram{Count: 1236, Sum: 3337.2},
+				InferenceTime: endpoint.Histogram{Count: 1236, Sum: 3392.82},
+				PromptTokens:  755712, GenerationTokens: 289536,
 				ScrapedAt: at,
 			},
 		},
@@ -108,7 +133,10 @@ func TestParseMetrics(t *testing.T) {
 	}
 }
 
-func TestParseMetricsFromEngineSim(t *testing.T) {
+// engineSimMetrics returns the /metrics text of an engine simulator that has served
+// one completion.
+func engineSimMetrics(t *testing.T) []byte {
+	t.Helper()
 	cfg := enginesim.DefaultConfig()
 	cfg.TimeScale = 0.01
 	engine, err := enginesim.NewEngine(cfg)
@@ -124,7 +152,11 @@ func TestParseMetricsFromEngineSim(t *testing.T) {
 	}
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	m, err := ParseMetrics(endpoint.EngineVLLM, rec.Body, time.Now())
+	return rec.Body.Bytes()
+}
+
+func TestParseMetricsFromEngineSim(t *testing.T) {
+	m, err := ParseMetrics(endpoint.EngineVLLM, bytes.NewReader(engineSimMetrics(t)), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,30 +171,6 @@ func TestParseMetricsFromEngineSim(t *testing.T) {
 	if !near(m.InferenceTime.Sum, m.PrefillTime.Sum+m.DecodeTime.Sum) || m.DecodeTime.Sum <= 0 {
 		t.Errorf("inference %v, prefill %v, decode %v: want inference = prefill + decode and some decode",
 			m.InferenceTime.Sum, m.PrefillTime.Sum, m.DecodeTime.Sum)
-	}
-}
-
-func TestParseMetricsErrors(t *testing.T) {
-	if _, err := ParseMetrics("tgi", strings.NewReader(""), time.Now()); err == nil {
-		t.Error("unknown engine: want error")
-	}
-	if _, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader("vllm:num_requests_running{ 1\n"), time.Now()); err == nil {
-		t.Error("malformed text: want error")
-	}
-}
-
-func BenchmarkParseMetrics(b *testing.B) {
-	payload, err := os.ReadFile(filepath.Join("testdata", "vllm.txt"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(payload)))
-	b.ReportAllocs()
-	now := time.Now()
-	for b.Loop() {
-		if _, err := ParseMetrics(endpoint.EngineVLLM, bytes.NewReader(payload), now); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 
@@ -221,5 +229,78 @@ func TestParseMetricsLoRAInfo(t *testing.T) {
 				t.Errorf("LoRA = %+v, want %+v", got.LoRA, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseMetricsErrors(t *testing.T) {
+	if _, err := ParseMetrics("tgi", strings.NewReader(""), time.Now()); err == nil {
+		t.Error("unknown engine: want error")
+	}
+	tests := map[string]string{
+		"html page":                "<html><body>502 Bad Gateway</body></html>\n",
+		"json":                     "{\"error\": \"unavailable\"}\n",
+		"number first":             "12 vllm:num_requests_running\n",
+		"nul byte":                 "\x00\n",
+		"no final newline":         "vllm:num_requests_running 1",
+		"malformed label set":      "vllm:num_requests_running{ 1\n",
+		"unterminated label value": "vllm:num_requests_running{a=\"1} 1\n",
+		"label without value":      "vllm:num_requests_running{a} 1\n",
+		"no value":                 "vllm:num_requests_running{a=\"1\"}\n",
+		"word value":               "vllm:num_requests_running seven\n",
+		"hexadecimal value":        "vllm:num_requests_running 0x1p3\n",
+		"fractional timestamp":     "vllm:num_requests_running 1 1.5\n",
+		"text after timestamp":     "vllm:num_requests_running 1 2 3\n",
+		"unknown type":             "# TYPE vllm:num_requests_running gauges\n",
+		"second type":              "# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_running counter\n",
+		"type after samples":       "vllm:num_requests_running 1\n# TYPE vllm:num_requests_running gauge\n",
+		"negative histogram count": "# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_count -1\n",
+		"label set without name":   "{a=\"1\"} 1\n",
+	}
+	for name, text := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader(text), time.Now()); err == nil {
+				t.Error("ParseMetrics: want error")
+			}
+			if _, err := parseMetricsExpfmt(endpoint.EngineVLLM, []byte(text), time.Now()); err == nil {
+				t.Error("expfmt accepts the text: ParseMetrics must too")
+			}
+		})
+	}
+}
+
+func TestParseMetricsSkipsMalformedLinesOfOtherFamilies(t *testing.T) {
+	// expfmt rejects all of this text; ParseMetrics reads the lines it maps.
+	text := "python_gc_objects_collected_total{generation=\"0\" 1\nvllm:num_preemptions_total seven\n" +
+		"vllm:num_requests_running 3 \r\nvllm:num_requests_waiting 2\r\n"
+	m, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader(text), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Running != 3 || m.Waiting != 2 {
+		t.Errorf("Running, Waiting = %v, %v; want 3, 2", m.Running, m.Waiting)
+	}
+}
+
+func TestParseMetricsResultsOutliveTheParse(t *testing.T) {
+	parse := func(adapter string) endpoint.Metrics {
+		text := fmt.Sprintf("vllm:lora_requests_info{running_lora_adapters=%q} 1\n", adapter)
+		m, err := ParseMetrics(endpoint.EngineVLLM, strings.NewReader(text), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := parse("sql")
+	for range 3 {
+		parse("xyz")
+	}
+	if !slices.Equal(first.LoRA.Running, []string{"sql"}) {
+		t.Errorf("LoRA.Running = %q after later parses, want [sql]", first.LoRA.Running)
+	}
+}
+
+func TestMetricNamesListsEveryField(t *testing.T) {
+	if got, want := len(metricNames{}.lists()), reflect.TypeFor[metricNames]().NumField(); got != want {
+		t.Errorf("metricNames.lists() returns %d lists, want one per field (%d)", got, want)
 	}
 }
