@@ -327,7 +327,7 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 		return nil, err
 	}
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &upgradedBody{ReadWriteCloser: rwc, cancel: cancel}
+		resp.Body = &upgradedBody{cancelOnClose: &cancelOnClose{ReadCloser: rwc, cancel: cancel}, Writer: rwc}
 	} else {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	}

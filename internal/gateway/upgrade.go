@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,15 +25,8 @@ func upgradeProtocol(r *http.Request) string {
 // body of a 101 answer, which the relay writes to as well as reads. Closing it ends the
 // round trip's context.
 type upgradedBody struct {
-	io.ReadWriteCloser
-	cancel context.CancelFunc
-}
-
-// Close closes the connection and ends the context.
-func (b *upgradedBody) Close() error {
-	err := b.ReadWriteCloser.Close()
-	b.cancel()
-	return err
+	*cancelOnClose
+	io.Writer
 }
 
 // relayUpgrade completes a protocol switch the backend accepted (101, such as a
