@@ -91,21 +91,32 @@ func (h highest) Pick(rc *RoutingContext, cands []Candidate) (int, error) {
 }
 
 // ArgMax returns the index of the highest score, choosing uniformly at random with rnd
-// among equal highest scores (reservoir sampling, one pass). scores must not be empty.
+// among equal highest scores: one pass finds the highest score and counts its ties, a
+// single draw picks one of them, and a second pass, which stops there, finds it. scores
+// must not be empty.
 func ArgMax(scores []float64, rnd Random) int {
-	best, ties := 0, 1
-	for i := 1; i < len(scores); i++ {
+	best, ties := scores[0], 1
+	for _, s := range scores[1:] {
 		switch {
-		case scores[i] > scores[best]:
-			best, ties = i, 1
-		case scores[i] == scores[best]:
+		case s > best:
+			best, ties = s, 1
+		case s == best:
 			ties++
-			if rnd(ties) == 0 {
-				best = i
-			}
 		}
 	}
-	return best
+	k := 0
+	if ties > 1 {
+		k = rnd(ties)
+	}
+	for i, s := range scores {
+		if s == best {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return 0 // best is NaN (so is scores[0]): no score equals it
 }
 
 // RankUnknownLast sets the score of every candidate without fresh metrics to one less

@@ -1,0 +1,42 @@
+package routing_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
+
+func TestArgMaxDrawsOnceAmongTies(t *testing.T) {
+	draws := 0
+	counting := func(n int) int { draws++; return n - 1 } // always the last tie
+	if got := routing.ArgMax([]float64{1, 3, 2, 3, 0, 3}, counting); got != 5 || draws != 1 {
+		t.Errorf("ArgMax over three ties drawing the last = %d after %d draws, want 5 after 1", got, draws)
+	}
+	draws = 0
+	if got := routing.ArgMax([]float64{1, 3, 2}, counting); got != 1 || draws != 0 {
+		t.Errorf("ArgMax with one highest = %d after %d draws, want 1 after none", got, draws)
+	}
+	if got := routing.ArgMax([]float64{math.NaN(), 2}, counting); got != 0 {
+		t.Errorf("ArgMax with a NaN first = %d, want 0", got)
+	}
+}
+
+func TestArgMaxIsUniformAmongTies(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	scores := []float64{5, 1, 5, 5, 0}
+	counts := map[int]int{}
+	const n = 30000
+	for range n {
+		counts[routing.ArgMax(scores, rnd.IntN)]++
+	}
+	for _, i := range []int{0, 2, 3} {
+		if c := counts[i]; c < n/3-600 || c > n/3+600 {
+			t.Errorf("tie %d chosen %d times of %d, want about %d", i, c, n, n/3)
+		}
+	}
+	if counts[1]+counts[4] != 0 {
+		t.Errorf("lower scores chosen: %v", counts)
+	}
+}
