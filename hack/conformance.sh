@@ -22,9 +22,12 @@ if [ -z "${SWITCHBOARD_CONFORMANCE_NETNS:-}" ]; then
     { log "needs unshare (util-linux) and ip (iproute2): apt-get install util-linux iproute2"; exit 1; }
   mkdir -p "$out" "$reports"
   # Built here, where the Go module proxy is reachable; inside the namespace nothing is.
+  # The binaries are the ones test/conformance names in its commands.
   log "building the suite"
+  mkdir -p "$out/bin"
   (cd "$root" && go test -c -o "$out/conformance.test" ./test/conformance &&
-    go build -o /dev/null ./cmd/... sigs.k8s.io/gateway-api/conformance/echo-basic)
+    go build -o "$out/bin/" ./cmd/manager ./cmd/gateway ./cmd/pod-runner ./cmd/engine-sim \
+      sigs.k8s.io/gateway-api/conformance/echo-basic)
   log "running it in a private network namespace (process logs: $out/logs)"
   exec unshare --net -- env SWITCHBOARD_CONFORMANCE_NETNS=1 "$0" "$@"
 fi
@@ -36,7 +39,7 @@ ip addr add 198.18.0.1/15 dev lo
 ip route add default dev lo
 cd "$root/test/conformance"
 exec "$out/conformance.test" -test.run '^TestGatewayAPIConformance$' -test.count 1 -test.timeout 45m -test.v \
-  -switchboard.conformance -switchboard.log-dir "$out/logs" \
+  -switchboard.conformance -switchboard.log-dir "$out/logs" -switchboard.bin-dir "$out/bin" \
   -switchboard.gateway-addresses 198.18.1.1-198.18.1.254 -switchboard.pod-ips 198.18.2.1-198.18.2.254 \
   -switchboard.summary "$reports/README.md" -report-output "$reports/report.yaml" \
   -version "$(cd "$root" && git describe --always --dirty)" "$@"

@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,29 +39,16 @@ func nodeReady(t *testing.T, c client.Client, name string) corev1.ConditionStatu
 // TestBinaryRegistersTheNodeAndStops builds the pod-runner binary, runs it against a
 // real kube-apiserver (envtest, binaries from bin/k8s via KUBEBUILDER_ASSETS) with
 // --kubeconfig, waits until /readyz passes and its Node is Ready, and stops it with
-// SIGTERM, after which the Node is NotReady.
+// a stop signal, after which the Node is NotReady.
 func TestBinaryRegistersTheNodeAndStops(t *testing.T) {
 	bin := testenv.Build(t, "pod-runner")
 	cluster := testenv.Start(t)
 	kubeconfig := cluster.Kubeconfig(t, "pod-runner")
 	probes := testenv.FreeAddr(t, "127.0.0.1")
 
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--node-name", "binary-test",
+	runner := testenv.Run(t, bin, "--kubeconfig", kubeconfig, "--node-name", "binary-test",
 		"--pod-ip-range", "127.0.43.0/28", "--bin-dir", t.TempDir(), "--state-dir", t.TempDir(),
 		"--health-probe-bind-address", probes, "--heartbeat-interval", "1s", "--kubelet-bind-address", "127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	reaped := false
-	t.Cleanup(func() {
-		if !reaped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
 
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
@@ -88,17 +73,8 @@ func TestBinaryRegistersTheNodeAndStops(t *testing.T) {
 		t.Errorf("the kubelet endpoint answers the logs of an unknown pod with %d, want 404", got)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		reaped = true
-		if err != nil {
-			t.Errorf("pod-runner exited with %v after SIGTERM, want success", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("pod-runner did not stop within 30s of SIGTERM")
+	if err := runner.Stop(t, 30*time.Second); err != nil {
+		t.Errorf("pod-runner exited with %v after a stop signal, want success", err)
 	}
 	if got := nodeReady(t, cluster.Client, "binary-test"); got != corev1.ConditionFalse {
 		t.Errorf("node Ready = %q after SIGTERM, want False", got)

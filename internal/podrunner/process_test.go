@@ -100,11 +100,9 @@ func TestExitedIsNotHeldBackByADescendantOutsideTheGroup(t *testing.T) {
 	p := shell(t, dir, `setsid sh -c 'echo $$ > child; exec sleep 60' & until [ -s child ]; do sleep 0.01; done; echo done`)
 	child := childPID(t, dir)
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
-	start := time.Now()
+	// Held back, the exit would wait for the descendant's 60 s sleep: waitExit gives up
+	// long before.
 	waitExit(t, p)
-	if elapsed := time.Since(start); elapsed > drainTimeout+2*time.Second {
-		t.Errorf("exited after %v, want about the drain timeout %v", elapsed, drainTimeout)
-	}
 	if gone(child) {
 		t.Error("the descendant outside the group is gone: the test did not test it")
 	}
@@ -130,8 +128,10 @@ func TestStopKillsAProcessThatIgnoresSIGTERM(t *testing.T) {
 	child := childPID(t, dir)
 	start := time.Now()
 	p.stop(200 * time.Millisecond)
-	if elapsed := time.Since(start); elapsed < 200*time.Millisecond || elapsed > 5*time.Second {
-		t.Errorf("stop took %v, want the grace period and a little", elapsed)
+	// Not a timing measurement: SIGKILL must not come before the grace period ends (an
+	// order of events), and stop must return (a hang would end at the test's timeout).
+	if elapsed := time.Since(start); elapsed < 200*time.Millisecond {
+		t.Errorf("stop returned after %v, before the 200ms grace period ended", elapsed)
 	}
 	if term := p.termination(t0, t1); term.ExitCode != 137 || term.Signal != int32(syscall.SIGKILL) {
 		t.Errorf("termination = %+v, want killed by SIGKILL (137)", term)

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,9 +41,16 @@ var (
 		"the manager's --gateway-address-pool, from which the suite's Gateways get their addresses")
 	podIPs = flag.String("switchboard.pod-ips", "127.0.2.1-127.0.2.254",
 		"the pod runner's --pod-ip-range; HTTPRouteServiceTypes needs addresses outside 127.0.0.0/8, which the API server refuses in EndpointSlices (hack/conformance.sh provides them)")
+	binDir = flag.String("switchboard.bin-dir", "",
+		"directory holding the binaries of commands, built beforehand (hack/conformance.sh builds them outside the network namespace); empty builds them")
 	logDir = flag.String("switchboard.log-dir", "",
 		"directory for the logs of the processes the suite runs against (default: a temporary directory, removed afterwards)")
 )
+
+// commands are the binaries the run needs: the processes under test, the pod runner and
+// the programs it runs.
+var commands = []string{"./cmd/manager", "./cmd/gateway", "./cmd/pod-runner", "./cmd/engine-sim",
+	"sigs.k8s.io/gateway-api/conformance/echo-basic"}
 
 // controllerName is the GatewayClass controller name Switchboard's manager and gateway
 // serve.
@@ -79,8 +87,10 @@ func TestGatewayAPIConformance(t *testing.T) {
 	}
 	t.Logf("logs of the processes under test: %s", logs)
 
-	bin := testenv.BuildCommands(t, "./cmd/manager", "./cmd/gateway", "./cmd/pod-runner",
-		"./cmd/engine-sim", "sigs.k8s.io/gateway-api/conformance/echo-basic")
+	bin := *binDir
+	if bin == "" {
+		bin = testenv.BuildCommands(t, commands...)
+	}
 	run := func(name string, args ...string) {
 		p := testenv.RunTo(t, logFile(name), filepath.Join(bin, name), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 		// Registered after RunTo's kill, so it runs first: the processes stop gracefully,
@@ -157,29 +167,17 @@ func namespacesGone(t *testing.T, cluster *testenv.Cluster, names ...string) {
 
 // implementation fills in what the report says of Switchboard, keeping what flags set.
 func implementation(set confv1.Implementation) confv1.Implementation {
-	def := confv1.Implementation{
-		Organization: "switchboard-llm",
-		Project:      "switchboard",
-		URL:          "https://github.com/switchboard-llm/switchboard",
-		Version:      "dev",
-		Contact:      []string{"https://github.com/switchboard-llm/switchboard/issues"},
+	contact := set.Contact
+	if len(contact) == 0 {
+		contact = []string{"https://github.com/switchboard-llm/switchboard/issues"}
 	}
-	if set.Organization != "" {
-		def.Organization = set.Organization
+	return confv1.Implementation{
+		Organization: cmp.Or(set.Organization, "switchboard-llm"),
+		Project:      cmp.Or(set.Project, "switchboard"),
+		URL:          cmp.Or(set.URL, "https://github.com/switchboard-llm/switchboard"),
+		Version:      cmp.Or(set.Version, "dev"),
+		Contact:      contact,
 	}
-	if set.Project != "" {
-		def.Project = set.Project
-	}
-	if set.URL != "" {
-		def.URL = set.URL
-	}
-	if set.Version != "" {
-		def.Version = set.Version
-	}
-	if len(set.Contact) > 0 {
-		def.Contact = set.Contact
-	}
-	return def
 }
 
 // manifests returns the suite's base manifests without the coredns Deployment, whose

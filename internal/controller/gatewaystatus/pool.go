@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/internal/iprange"
 )
 
 // DefaultAddressPool is the address pool of a manager run without --gateway-address-pool:
@@ -26,42 +27,11 @@ type AddressPool struct {
 // of the prefix) or as an inclusive range of two addresses of the same family
 // ("127.0.1.1-127.0.1.254").
 func ParseAddressPool(s string) (*AddressPool, error) {
-	s = strings.TrimSpace(s)
-	if from, to, ok := strings.Cut(s, "-"); ok {
-		first, err := netip.ParseAddr(strings.TrimSpace(from))
-		if err != nil {
-			return nil, fmt.Errorf("address pool %q: first address: %w", s, err)
-		}
-		last, err := netip.ParseAddr(strings.TrimSpace(to))
-		if err != nil {
-			return nil, fmt.Errorf("address pool %q: last address: %w", s, err)
-		}
-		first, last = first.Unmap(), last.Unmap()
-		if first.Is4() != last.Is4() {
-			return nil, fmt.Errorf("address pool %q: %s and %s are of different IP families", s, first, last)
-		}
-		if last.Less(first) {
-			return nil, fmt.Errorf("address pool %q: %s comes after %s", s, first, last)
-		}
-		if first.Zone() != "" || last.Zone() != "" {
-			return nil, fmt.Errorf("address pool %q: addresses must not have a zone", s)
-		}
-		return &AddressPool{first: first, last: last, text: first.String() + "-" + last.String()}, nil
-	}
-	prefix, err := netip.ParsePrefix(s)
+	r, err := iprange.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("address pool %q is neither a CIDR prefix nor a range first-last: %w", s, err)
+		return nil, fmt.Errorf("address pool %q: %w", s, err)
 	}
-	prefix = prefix.Masked()
-	first := prefix.Addr()
-	last := first
-	// Set every host bit of the prefix.
-	bytes := last.AsSlice()
-	for bit := prefix.Bits(); bit < len(bytes)*8; bit++ {
-		bytes[bit/8] |= 0x80 >> (bit % 8)
-	}
-	last, _ = netip.AddrFromSlice(bytes)
-	return &AddressPool{first: first, last: last, text: prefix.String()}, nil
+	return &AddressPool{first: r.First, last: r.Last, text: r.String()}, nil
 }
 
 // String returns the pool as it would be parsed.

@@ -11,8 +11,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
+
+	"github.com/switchboard-llm/switchboard/internal/iprange"
 )
 
 // ErrExhausted is returned by Allocate when every address of the pool is in use.
@@ -44,10 +45,7 @@ func NewPool(spec string) (*Pool, error) {
 		}
 	}
 	p := &Pool{first: toUint(first), last: toUint(last), used: map[uint32]bool{}}
-	if p.first > p.last {
-		return nil, fmt.Errorf("pod IP range %q: %s comes after %s", spec, first, last)
-	}
-	p.next = p.first
+	p.next = p.first // iprange.Parse refuses a range whose last address comes first
 	return p, nil
 }
 
@@ -64,31 +62,18 @@ func local(a netip.Addr) error {
 }
 
 // parseRange parses "first-last" or a CIDR prefix into its first and last usable
+// IPv4 addresses: a prefix of more than two addresses loses its network and broadcast
 // addresses.
 func parseRange(spec string) (first, last netip.Addr, err error) {
-	if from, to, ok := strings.Cut(spec, "-"); ok {
-		if first, err = netip.ParseAddr(strings.TrimSpace(from)); err != nil {
-			return first, last, err
-		}
-		if last, err = netip.ParseAddr(strings.TrimSpace(to)); err != nil {
-			return first, last, err
-		}
-		if !first.Is4() || !last.Is4() {
-			return first, last, errors.New("only IPv4 ranges are supported")
-		}
-		return first, last, nil
-	}
-	prefix, err := netip.ParsePrefix(strings.TrimSpace(spec))
+	r, err := iprange.Parse(spec)
 	if err != nil {
-		return first, last, fmt.Errorf("neither first-last nor a CIDR prefix: %w", err)
+		return first, last, err
 	}
-	if !prefix.Addr().Is4() {
+	if !r.First.Is4() {
 		return first, last, errors.New("only IPv4 ranges are supported")
 	}
-	prefix = prefix.Masked()
-	lo := toUint(prefix.Addr())
-	hi := lo | (1<<(32-prefix.Bits()) - 1)
-	if prefix.Bits() < 31 {
+	lo, hi := toUint(r.First), toUint(r.Last)
+	if r.Prefix.IsValid() && r.Prefix.Bits() < 31 {
 		lo, hi = lo+1, hi-1 // network and broadcast addresses
 	}
 	return fromUint(lo), fromUint(hi), nil
