@@ -41,5 +41,6 @@ cd "$root/test/conformance"
 exec "$out/conformance.test" -test.run '^TestGatewayAPIConformance$' -test.count 1 -test.timeout 45m -test.v \
   -switchboard.conformance -switchboard.log-dir "$out/logs" -switchboard.bin-dir "$out/bin" \
   -switchboard.gateway-addresses 198.18.1.1-198.18.1.254 -switchboard.pod-ips 198.18.2.1-198.18.2.254 \
+  -switchboard.usable-address 198.18.3.1 \
   -switchboard.summary "$reports/README.md" -report-output "$reports/report.yaml" \
   -version "$(cd "$root" && git describe --always --dirty)" "$@"

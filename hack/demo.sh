@@ -234,7 +234,10 @@ $kubectl get pods -l app=$model -o custom-columns=POD:.metadata.name,IP:.status.
   while read -r pod ip ready; do log "pod $pod -> $ip:8000 (ready: $ready)"; done
 
 # ---------------------------------------------------------------------------- switchboard
+# The manager writes into the Gateways' status what the gateway reports it cannot bind
+# (the gateway's metrics endpoint, 127.0.0.1:8081).
 start manager --kubeconfig "$kubeconfig" --leader-election-namespace switchboard-system \
+  --gateway-status-endpoints 127.0.0.1:8081 \
   --metrics-bind-address 127.0.0.1:8083 --health-probe-bind-address 127.0.0.1:8084
 # The gateway serves the sample Gateway on the address it asks for (spec.addresses
 # 127.0.0.1); the ext_proc picker chooses among the engine pods of namespace default.

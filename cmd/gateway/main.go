@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
@@ -102,8 +103,13 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 	if err := g.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register gateway metrics: %w", err)
 	}
-	if err := mgr.Add(g.Listeners(gateway.ListenerOptions{Host: listenHost, DrainTimeout: drain})); err != nil {
+	listeners := g.Listeners(gateway.ListenerOptions{Host: listenHost, DrainTimeout: drain})
+	if err := mgr.Add(listeners); err != nil {
 		return fmt.Errorf("add listeners: %w", err)
+	}
+	// What only this replica can see, for the manager to write into the Gateways' status.
+	if err := mgr.AddMetricsServerExtraHandler(bindreport.Path, bindreport.Handler(listeners.Report)); err != nil {
+		return fmt.Errorf("add %s: %w", bindreport.Path, err)
 	}
 	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope.
 	if picker.addr != "" {

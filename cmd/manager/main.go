@@ -7,12 +7,15 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/controller/modeladapter"
@@ -26,6 +29,7 @@ type options struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	addressPool             *gatewaystatus.AddressPool
+	gatewayStatusEndpoints  []string
 }
 
 func main() {
@@ -39,6 +43,20 @@ func main() {
 	flag.Func("gateway-address-pool",
 		"Addresses for Gateways without spec.addresses: a CIDR prefix (127.0.1.0/24) or a range first-last (default "+pool+").",
 		func(s string) error { pool = s; return nil })
+	flag.Func("gateway-status-endpoints",
+		"Comma-separated host:port of the gateway replicas' metrics endpoints, where each reports the Gateway addresses and ports it cannot bind; "+
+			"a host name stands for every address it resolves to (a headless Service covers every replica). Empty: only what the manager sees decides whether a Gateway is programmed.",
+		func(s string) error {
+			for ep := range strings.SplitSeq(s, ",") {
+				if ep = strings.TrimSpace(ep); ep != "" {
+					if _, _, err := net.SplitHostPort(ep); err != nil {
+						return err
+					}
+					o.gatewayStatusEndpoints = append(o.gatewayStatusEndpoints, ep)
+				}
+			}
+			return nil
+		})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,8 +106,16 @@ func run(o options) error {
 		return fmt.Errorf("set up RoutingPolicy status controller: %w", err)
 	}
 	// 5. Gateway API status for Switchboard's GatewayClass, its Gateways and HTTPRoutes,
-	// and the addresses of Gateways without spec.addresses.
-	if err := (&gatewaystatus.Reconciler{Client: mgr.GetClient(), AddressPool: o.addressPool}).SetupWithManager(mgr); err != nil {
+	// the addresses of Gateways without spec.addresses, and what the gateway replicas
+	// report they cannot bind.
+	status := &gatewaystatus.Reconciler{Client: mgr.GetClient(), AddressPool: o.addressPool}
+	if len(o.gatewayStatusEndpoints) > 0 {
+		status.Binds = bindreport.NewPoller(bindreport.PollerOptions{Endpoints: o.gatewayStatusEndpoints})
+		if err := mgr.Add(status.Binds); err != nil {
+			return fmt.Errorf("add gateway bind poller: %w", err)
+		}
+	}
+	if err := status.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Gateway API status controller: %w", err)
 	}
 	// 6. Probes: alive once started, ready once the cache holds the cluster's state.

@@ -1,19 +1,23 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
@@ -39,15 +43,19 @@ type ListenerOptions struct {
 // terminates TLS (HTTP/2 and HTTP/1.1, by ALPN) with the certificate of the listener
 // that owns the client's server name, read at each handshake from the route table. An
 // address that cannot be bound is logged, counted in
-// switchboard_gateway_listener_bind_failures_total and retried at the next sync.
+// switchboard_gateway_listener_bind_failures_total, reported by Report and retried at
+// the next sync.
 //
-// Synchronisation model: the goroutine running Start owns servers; the servers'
-// goroutines are tracked by wg and only serve requests.
+// Synchronisation model: the goroutine running Start owns servers and unbound, and
+// publishes report after each sync; the servers' goroutines are tracked by wg and only
+// serve requests.
 type Listeners struct {
 	g    *Gateway
 	opts ListenerOptions
 
 	servers map[routetable.Addr]*http.Server
+	unbound map[routetable.Addr]string
+	report  atomic.Pointer[bindreport.Report]
 	wg      sync.WaitGroup
 }
 
@@ -64,8 +72,14 @@ func (g *Gateway) Listeners(opts ListenerOptions) *Listeners {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
 	}
-	return &Listeners{g: g, opts: opts, servers: make(map[routetable.Addr]*http.Server)}
+	l := &Listeners{g: g, opts: opts, servers: make(map[routetable.Addr]*http.Server), unbound: make(map[routetable.Addr]string)}
+	l.report.Store(&bindreport.Report{Unbound: []bindreport.Failure{}})
+	return l
 }
+
+// Report returns the Gateway addresses and ports that the last sync could not serve, for
+// the manager to write into the Gateways' status (see package bindreport).
+func (l *Listeners) Report() bindreport.Report { return *l.report.Load() }
 
 // NeedLeaderElection reports false: every gateway replica serves traffic.
 func (l *Listeners) NeedLeaderElection() bool { return false }
@@ -101,11 +115,29 @@ func (l *Listeners) sync(ctx context.Context) {
 		servers := l.take(gone)
 		l.wg.Go(func() { l.stop(servers) }) // draining must not hold up the other addresses
 	}
+	for addr := range l.unbound {
+		if !slices.Contains(addrs, addr) {
+			delete(l.unbound, addr)
+		}
+	}
 	for _, addr := range addrs {
 		if _, ok := l.servers[addr]; !ok {
 			l.serve(ctx, addr)
 		}
 	}
+	l.publish()
+}
+
+// publish stores the report of l.unbound, sorted by address.
+func (l *Listeners) publish() {
+	r := bindreport.Report{Unbound: make([]bindreport.Failure, 0, len(l.unbound))}
+	for addr, msg := range l.unbound {
+		r.Unbound = append(r.Unbound, bindreport.Failure{Addr: bindreport.Addr{IP: addr.IP, Port: addr.Port}, Error: msg})
+	}
+	slices.SortFunc(r.Unbound, func(a, b bindreport.Failure) int {
+		return cmp.Or(cmp.Compare(a.IP, b.IP), cmp.Compare(a.Port, b.Port))
+	})
+	l.report.Store(&r)
 }
 
 // take removes the servers of addrs from l.servers and returns them keyed by address.
@@ -118,24 +150,31 @@ func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]*http.Serv
 	return out
 }
 
-// serve starts serving addr; an address that cannot be bound is retried at the next sync.
+// serve starts serving addr; an address that cannot be bound is recorded in l.unbound
+// and retried at the next sync.
 func (l *Listeners) serve(ctx context.Context, addr routetable.Addr) {
 	host := addr.IP
 	if l.opts.Host != "" {
 		host = l.opts.Host
 		for served := range l.servers {
 			if served.Port == addr.Port {
-				return // another Gateway holds this port on the shared host
+				// Another Gateway holds this port on the shared host.
+				l.unbound[addr] = fmt.Sprintf("port %d of --listen-host %s is served for another Gateway's address %s", addr.Port, host, served.IP)
+				return
 			}
 		}
 	}
 	hostPort := net.JoinHostPort(host, strconv.Itoa(int(addr.Port)))
 	ln, err := net.Listen("tcp", hostPort)
 	if err != nil {
+		if _, known := l.unbound[addr]; !known {
+			log.FromContext(ctx).Error(err, "Cannot listen; retrying", "address", hostPort)
+		}
 		l.g.metrics.bindFailures.Inc()
-		log.FromContext(ctx).Error(err, "Cannot listen; retrying", "address", hostPort)
+		l.unbound[addr] = err.Error()
 		return
 	}
+	delete(l.unbound, addr)
 	srv := inbound.NewServer(l.g.Handler(addr), l.g.opts.Inbound)
 	serve := srv.Serve
 	if addr.TLS {

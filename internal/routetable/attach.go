@@ -84,22 +84,28 @@ func collectGateways(in Input, refs *resolver) ([]*compiledGateway, []compiledLi
 	return gateways, out
 }
 
-// assignAddress sets the Gateway's address from spec.addresses, or else status.addresses.
+// assignAddress sets the Gateway's addresses from spec.addresses, or else from the first
+// IP of status.addresses.
 func (g *compiledGateway) assignAddress() {
 	if len(g.gw.Spec.Addresses) > 0 {
-		a := g.gw.Spec.Addresses[0]
-		if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
-			g.out.Unserved = gatewayv1.GatewayReasonAddressNotUsable
-			g.out.Message = fmt.Sprintf("spec.addresses[0]: address type %s is not supported: only IPAddress", *a.Type)
-			return
+		for i, a := range g.gw.Spec.Addresses {
+			if a.Type != nil && *a.Type != gatewayv1.IPAddressType {
+				g.out.Addresses = nil
+				g.out.Rejected, g.out.Unserved = gatewayv1.GatewayReasonUnsupportedAddress, gatewayv1.GatewayReasonInvalid
+				g.out.Message = fmt.Sprintf("spec.addresses[%d]: address type %s is not supported: only IPAddress", i, *a.Type)
+				return
+			}
+			ip, err := netip.ParseAddr(a.Value)
+			if err != nil {
+				g.out.Addresses = nil
+				g.out.Unserved = gatewayv1.GatewayReasonAddressNotUsable
+				g.out.Message = fmt.Sprintf("spec.addresses[%d]: %q is not an IP address", i, a.Value)
+				return
+			}
+			if !slices.Contains(g.out.Addresses, ip.String()) {
+				g.out.Addresses = append(g.out.Addresses, ip.String())
+			}
 		}
-		ip, err := netip.ParseAddr(a.Value)
-		if err != nil {
-			g.out.Unserved = gatewayv1.GatewayReasonAddressNotUsable
-			g.out.Message = fmt.Sprintf("spec.addresses[0]: %q is not an IP address", a.Value)
-			return
-		}
-		g.out.Address = ip.String()
 		return
 	}
 	for _, a := range g.gw.Status.Addresses {
@@ -107,7 +113,7 @@ func (g *compiledGateway) assignAddress() {
 			continue
 		}
 		if ip, err := netip.ParseAddr(a.Value); err == nil {
-			g.out.Address = ip.String()
+			g.out.Addresses = []string{ip.String()}
 			return
 		}
 	}
@@ -119,21 +125,22 @@ func (g *compiledGateway) assignAddress() {
 // when an older Gateway holds one of them. An unspecified address (0.0.0.0, ::) claims the
 // port on every address.
 func (g *compiledGateway) claim(listeners []compiledListener, taken map[Addr]types.NamespacedName) {
-	ip := g.out.Address
 	var mine []Addr
 	for _, l := range listeners {
 		if l.out.Conflicted != "" {
 			continue
 		}
-		a := Addr{IP: ip, Port: l.out.Port}
-		for other, owner := range taken {
-			if other.Port == a.Port && (other.IP == a.IP || unspecified(other.IP) || unspecified(a.IP)) {
-				g.out.Unserved = gatewayv1.GatewayReasonAddressNotUsable
-				g.out.Message = fmt.Sprintf("Address %s port %d is already served for Gateway %s", ip, a.Port, owner)
-				return
+		for _, ip := range g.out.Addresses {
+			a := Addr{IP: ip, Port: l.out.Port}
+			for other, owner := range taken {
+				if other.Port == a.Port && (other.IP == a.IP || unspecified(other.IP) || unspecified(a.IP)) {
+					g.out.Unserved = gatewayv1.GatewayReasonAddressNotUsable
+					g.out.Message = fmt.Sprintf("Address %s port %d is already served for Gateway %s", ip, a.Port, owner)
+					return
+				}
 			}
+			mine = append(mine, a)
 		}
-		mine = append(mine, a)
 	}
 	for _, a := range mine {
 		taken[a] = g.out.Gateway

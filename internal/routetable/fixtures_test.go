@@ -85,7 +85,11 @@ func aClass(name, controller string) *gatewayv1.GatewayClass {
 	}
 }
 
-type gatewayBuilder struct{ gw *gatewayv1.Gateway }
+type gatewayBuilder struct {
+	gw *gatewayv1.Gateway
+	// addressed is set once At replaced the default address.
+	addressed bool
+}
 
 // gatewayIP is the address fixture Gateways ask for unless told otherwise.
 const gatewayIP = "127.0.0.1"
@@ -100,12 +104,21 @@ func aGateway(name string) *gatewayBuilder {
 	}}
 }
 
-// At makes the Gateway ask for address ip; "" asks for none.
+// At makes the Gateway ask for address ip, after the ones At asked for before on this
+// builder, instead of gatewayIP; "" asks for none.
 func (b *gatewayBuilder) At(ip string) *gatewayBuilder {
-	b.gw.Spec.Addresses = nil
-	if ip != "" {
-		b.gw.Spec.Addresses = []gatewayv1.GatewaySpecAddress{{Value: ip}}
+	if !b.addressed {
+		b.gw.Spec.Addresses, b.addressed = nil, true
 	}
+	if ip != "" {
+		b.gw.Spec.Addresses = append(b.gw.Spec.Addresses, gatewayv1.GatewaySpecAddress{Value: ip})
+	}
+	return b
+}
+
+// AtHostname adds an address of type Hostname to the ones the Gateway asks for.
+func (b *gatewayBuilder) AtHostname(name string) *gatewayBuilder {
+	b.gw.Spec.Addresses = append(b.gw.Spec.Addresses, gatewayv1.GatewaySpecAddress{Type: ptr(gatewayv1.HostnameAddressType), Value: name})
 	return b
 }
 

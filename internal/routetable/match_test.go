@@ -111,16 +111,20 @@ func TestGatewayAddresses(t *testing.T) {
 		aGateway("allocated").At("").Assigned("127.0.1.7").Listening(onHTTP("web", 80)),
 		aGateway("pending").At("").Listening(onHTTP("web", 80)),
 		aGateway("not-an-ip").At("gw.example.com").Listening(onHTTP("web", 82)),
+		aGateway("two-addresses").At("127.0.0.3").At("127.0.0.4").Listening(onHTTP("web", 80)),
+		aGateway("hostname-type").At("127.0.0.5").AtHostname("gw.example.com").Listening(onHTTP("web", 80)),
 		aRoute("r").AttachedTo("old").AttachedTo("same-address").AttachedTo("allocated").With(aRule()),
 	)
 	want := map[string]Gateway{
-		"old":                     {Address: "127.0.0.1"},
-		"same-address":            {Address: "127.0.0.1", Unserved: gatewayv1.GatewayReasonAddressNotUsable},
-		"same-address-other-port": {Address: "127.0.0.1"},
-		"wildcard":                {Address: "0.0.0.0", Unserved: gatewayv1.GatewayReasonAddressNotUsable},
-		"allocated":               {Address: "127.0.1.7"},
+		"old":                     {Addresses: []string{"127.0.0.1"}},
+		"same-address":            {Addresses: []string{"127.0.0.1"}, Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+		"same-address-other-port": {Addresses: []string{"127.0.0.1"}},
+		"wildcard":                {Addresses: []string{"0.0.0.0"}, Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+		"allocated":               {Addresses: []string{"127.0.1.7"}},
 		"pending":                 {Unserved: gatewayv1.GatewayReasonAddressNotAssigned},
 		"not-an-ip":               {Unserved: gatewayv1.GatewayReasonAddressNotUsable},
+		"two-addresses":           {Addresses: []string{"127.0.0.3", "127.0.0.4"}},
+		"hostname-type":           {Rejected: gatewayv1.GatewayReasonUnsupportedAddress, Unserved: gatewayv1.GatewayReasonInvalid},
 	}
 	got := tbl.Gateways()
 	if len(got) != len(want) {
@@ -128,11 +132,13 @@ func TestGatewayAddresses(t *testing.T) {
 	}
 	for _, g := range got {
 		w := want[g.Gateway.Name]
-		if g.Address != w.Address || g.Unserved != w.Unserved || (g.Unserved != "") != (g.Message != "") {
-			t.Errorf("Gateway %s = %+v, want address %q unserved %q with a message when unserved", g.Gateway.Name, g, w.Address, w.Unserved)
+		if !slices.Equal(g.Addresses, w.Addresses) || g.Rejected != w.Rejected || g.Unserved != w.Unserved || (g.Unserved != "") != (g.Message != "") {
+			t.Errorf("Gateway %s = %+v, want addresses %q rejected %q unserved %q with a message when unserved",
+				g.Gateway.Name, g, w.Addresses, w.Rejected, w.Unserved)
 		}
 	}
-	wantAddrs := []Addr{{IP: "127.0.0.1", Port: 80}, {IP: "127.0.0.1", Port: 81}, {IP: "127.0.1.7", Port: 80}}
+	wantAddrs := []Addr{{IP: "127.0.0.1", Port: 80}, {IP: "127.0.0.1", Port: 81}, {IP: "127.0.0.3", Port: 80}, {IP: "127.0.0.4", Port: 80},
+		{IP: "127.0.1.7", Port: 80}}
 	if addrs := tbl.Addrs(); !slices.Equal(addrs, wantAddrs) {
 		t.Errorf("Addrs() = %v, want %v", addrs, wantAddrs)
 	}

@@ -126,14 +126,17 @@ type ListenerTLS struct {
 type Gateway struct {
 	// Gateway is the Gateway's namespace and name.
 	Gateway types.NamespacedName
-	// Address is the IP the Gateway is served on: its first spec.addresses entry, or
-	// else the first status.addresses entry (allocated by the manager); empty when it has
-	// none.
-	Address string
+	// Addresses are the IPs the Gateway is served on: its spec.addresses, or else the
+	// first status.addresses entry (allocated by the manager); empty when it has none.
+	Addresses []string
+	// Rejected is the reason the Gateway's Accepted condition is False because of its
+	// addresses, empty when they are acceptable: UnsupportedAddress for an address of a
+	// type other than IPAddress. A rejected Gateway is also unserved (Invalid).
+	Rejected gatewayv1.GatewayConditionReason
 	// Unserved is the reason the Gateway's Programmed condition is False, empty when its
-	// listeners are served: AddressNotAssigned (no address yet) or AddressNotUsable (an
-	// address of an unsupported type, or one an older Gateway is already served on at one
-	// of the same ports).
+	// listeners are served: AddressNotAssigned (no address yet), AddressNotUsable (an
+	// address that is not an IP, or one an older Gateway is already served on at one of
+	// the same ports) or Invalid (Rejected).
 	Unserved gatewayv1.GatewayConditionReason
 	// Message says why, when Unserved is set.
 	Message string
@@ -356,27 +359,29 @@ func Build(in Input) *Table {
 		if !l.served() {
 			continue
 		}
-		addr := Addr{IP: l.gateway.out.Address, Port: l.out.Port, TLS: l.out.TLS != nil}
-		ar := t.byAddr[addr]
-		if ar == nil {
-			ar = &addrRoutes{}
-			t.byAddr[addr] = ar
-		}
-		if l.programmed() && !listened[addr] {
-			listened[addr] = true
-			t.addrs = append(t.addrs, addr)
-		}
-		key := groupKey{addr: addr, host: l.host.String()}
-		gi, ok := groupIndex[key]
-		if !ok {
-			gi = len(ar.groups)
-			groupIndex[key] = gi
-			ar.groups = append(ar.groups, listenerGroup{host: l.host})
-		}
-		g := &ar.groups[gi]
-		g.entries = append(g.entries, entries[i]...)
-		if l.out.TLS != nil {
-			g.certs = append(g.certs, l.out.TLS.Certificates...)
+		for _, ip := range l.gateway.out.Addresses {
+			addr := Addr{IP: ip, Port: l.out.Port, TLS: l.out.TLS != nil}
+			ar := t.byAddr[addr]
+			if ar == nil {
+				ar = &addrRoutes{}
+				t.byAddr[addr] = ar
+			}
+			if l.programmed() && !listened[addr] {
+				listened[addr] = true
+				t.addrs = append(t.addrs, addr)
+			}
+			key := groupKey{addr: addr, host: l.host.String()}
+			gi, ok := groupIndex[key]
+			if !ok {
+				gi = len(ar.groups)
+				groupIndex[key] = gi
+				ar.groups = append(ar.groups, listenerGroup{host: l.host})
+			}
+			g := &ar.groups[gi]
+			g.entries = append(g.entries, entries[i]...)
+			if l.out.TLS != nil {
+				g.certs = append(g.certs, l.out.TLS.Certificates...)
+			}
 		}
 	}
 	for _, ar := range t.byAddr {

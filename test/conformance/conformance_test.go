@@ -39,6 +39,8 @@ var (
 		"file to write a Markdown table of every test's result to (make conformance: docs/conformance/README.md)")
 	gatewayAddresses = flag.String("switchboard.gateway-addresses", "127.0.1.1-127.0.1.254",
 		"the manager's --gateway-address-pool, from which the suite's Gateways get their addresses")
+	usableAddress = flag.String("switchboard.usable-address", "127.0.3.1",
+		"an address of this machine outside -switchboard.gateway-addresses and -switchboard.pod-ips, for GatewayStaticAddresses (the suite's -usable-address, when set, wins)")
 	podIPs = flag.String("switchboard.pod-ips", "127.0.2.1-127.0.2.254",
 		"the pod runner's --pod-ip-range; HTTPRouteServiceTypes needs addresses outside 127.0.0.0/8, which the API server refuses in EndpointSlices (hack/conformance.sh provides them)")
 	binDir = flag.String("switchboard.bin-dir", "",
@@ -102,8 +104,10 @@ func TestGatewayAPIConformance(t *testing.T) {
 	testenv.RunControllerManager(t, logFile("kube-controller-manager"), kubeconfig)
 	run("pod-runner", "--bin-dir", bin, "--state-dir", filepath.Join(logs, "pods"), "--pod-ip-range", *podIPs,
 		"--kubelet-bind-address", "127.0.0.1:0", "--health-probe-bind-address", loopback())
-	run("manager", "--leader-elect=false", "--gateway-address-pool", *gatewayAddresses, "--metrics-bind-address", "0", "--health-probe-bind-address", loopback())
-	run("gateway", "--metrics-bind-address", loopback(), "--health-probe-bind-address", loopback(), "--drain-timeout", "5s")
+	gatewayMetrics := loopback()
+	run("manager", "--leader-elect=false", "--gateway-address-pool", *gatewayAddresses, "--gateway-status-endpoints", gatewayMetrics,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", loopback())
+	run("gateway", "--metrics-bind-address", gatewayMetrics, "--health-probe-bind-address", loopback(), "--drain-timeout", "5s")
 
 	t.Setenv("KUBECONFIG", kubeconfig)
 	opts := conformance.DefaultOptions(t)
@@ -114,6 +118,14 @@ func TestGatewayAPIConformance(t *testing.T) {
 		// What the manager publishes in the GatewayClass's status.supportedFeatures, given
 		// explicitly so that -run-test, which turns off the suite's inference, runs too.
 		opts.SupportedFeatures = gatewaystatus.SupportedFeatures
+	}
+	// GatewayStaticAddresses: an address of this machine outside the Gateway address pool,
+	// and one that is not this machine's (TEST-NET-3), unless the suite's flags name them.
+	if len(opts.UsableNetworkAddresses) == 0 {
+		opts.UsableNetworkAddresses = []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: *usableAddress}}
+	}
+	if len(opts.UnusableNetworkAddresses) == 0 {
+		opts.UnusableNetworkAddresses = []gatewayv1.GatewaySpecAddress{{Type: new(gatewayv1.IPAddressType), Value: "203.0.113.1"}}
 	}
 	opts.Implementation = implementation(opts.Implementation)
 	opts.ManifestFS = []fs.FS{manifests(t), &conformance.Manifests}

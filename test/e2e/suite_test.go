@@ -145,11 +145,11 @@ func startSystem(t *testing.T) *system {
 
 	loopback := func() string { return testenv.FreeAddr(t, "127.0.0.1") }
 	managerProbes := loopback()
+	s.gatewayMetrics, s.gatewayProbes = loopback(), loopback()
 	testenv.Run(t, s.binary("manager"), "--kubeconfig", s.kubeconfig,
-		"--leader-election-namespace", "switchboard-system",
+		"--leader-election-namespace", "switchboard-system", "--gateway-status-endpoints", s.gatewayMetrics,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", managerProbes)
 
-	s.gatewayMetrics, s.gatewayProbes = loopback(), loopback()
 	s.gatewayArgs = []string{"--kubeconfig", s.kubeconfig,
 		"--ext-proc-bind-address", loopback(), "--ext-proc-namespace", ns,
 		"--metrics-bind-address", s.gatewayMetrics, "--health-probe-bind-address", s.gatewayProbes,

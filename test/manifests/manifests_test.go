@@ -6,6 +6,8 @@ package manifests_test
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +52,13 @@ var notInCluster = map[string]string{
 var inClusterOnly = map[string]map[string][2]string{
 	"gateway": {"listen-host": {"0.0.0.0", "a Pod cannot hold its Gateways' addresses and is reached through the Service, " +
 		"so it binds their listener ports on every interface; the demo serves each Gateway on its own loopback address"}},
+}
+
+// clusterValues are the flags both the demo and a Deployment pass, with other values, by
+// binary: the Deployment's value and the reason.
+var clusterValues = map[string]map[string][2]string{
+	"manager": {"gateway-status-endpoints": {"switchboard-gateway-status.switchboard-system.svc:8081",
+		"the headless Service's name resolves to every gateway replica; the demo's one gateway is on loopback"}},
 }
 
 func TestDefaultManifests(t *testing.T) {
@@ -146,9 +155,14 @@ func checkDeployment(t *testing.T, bin string, d *appsv1.Deployment, svcs []*cor
 			continue
 		}
 		got, ok := args[f]
+		cluster, differs := clusterValues[bin][f]
 		switch {
 		case !ok:
 			t.Errorf("args lack --%s, which hack/demo.sh passes (%s)", f, demoVal)
+		case differs:
+			if got != cluster[0] {
+				t.Errorf("--%s=%s, want %s: %s", f, got, cluster[0], cluster[1])
+			}
 		case strings.HasSuffix(f, "-address"):
 			_, port, _ := strings.Cut(demoVal, ":")
 			if got != ":"+port {
@@ -159,6 +173,7 @@ func checkDeployment(t *testing.T, bin string, d *appsv1.Deployment, svcs []*cor
 		}
 	}
 	if bin == "manager" {
+		checkGatewayStatusService(t, args["gateway-status-endpoints"], svcs)
 		if v, ok := args["leader-elect"]; ok && v != "true" {
 			t.Errorf("--leader-elect=%s, want leader election on", v)
 		}
@@ -219,6 +234,34 @@ func checkDeployment(t *testing.T, bin string, d *appsv1.Deployment, svcs []*cor
 			t.Errorf("no Service exposes port %d", p)
 		}
 	}
+}
+
+// checkGatewayStatusService checks that the manager's --gateway-status-endpoints
+// (endpoint) names a headless Service of svcs that selects the gateway's Pods, on the
+// port of their metrics endpoint.
+func checkGatewayStatusService(t *testing.T, endpoint string, svcs []*corev1.Service) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		t.Fatalf("--gateway-status-endpoints=%s: %v", endpoint, err)
+	}
+	name, namespace, _ := strings.Cut(strings.TrimSuffix(host, ".svc"), ".")
+	for _, s := range svcs {
+		if s.Name != name || s.Namespace != namespace {
+			continue
+		}
+		if s.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Errorf("Service %s/%s is not headless: its name resolves to one virtual IP, not to every gateway replica", namespace, name)
+		}
+		if s.Spec.Selector["app.kubernetes.io/component"] != "gateway" {
+			t.Errorf("Service %s/%s selects %v, not the gateway's Pods", namespace, name, s.Spec.Selector)
+		}
+		if len(s.Spec.Ports) != 1 || fmt.Sprint(s.Spec.Ports[0].Port) != port || s.Spec.Ports[0].TargetPort.String() != "metrics" {
+			t.Errorf("Service %s/%s ports %+v, want %s to the gateway's metrics port", namespace, name, s.Spec.Ports, port)
+		}
+		return
+	}
+	t.Errorf("--gateway-status-endpoints=%s names no Service of config/default", endpoint)
 }
 
 // kustomizeBuild runs bin/kustomize build config/default.

@@ -12,12 +12,14 @@
 // entries of HTTPRoutes for parentRefs naming such Gateways (Accepted, ResolvedRefs, and
 // PartiallyInvalid while some but not all rules answer 500).
 //
-// Each Gateway is served on one address of its own: its spec.addresses[0], or else one
-// the reconciler allocates from an AddressPool and writes to status.addresses, where the
-// gateway reads it back. Allocated addresses are sticky and never shared; a Gateway the
-// pool has no address left for is Programmed=False, reason AddressNotAssigned. A Gateway
-// whose address and port an older Gateway already serves on is Programmed=False, reason
-// AddressNotUsable.
+// Each Gateway is served on addresses of its own: its spec.addresses (IPAddress only;
+// another type is Accepted=False, reason UnsupportedAddress), or else one the reconciler
+// allocates from an AddressPool and writes to status.addresses, where the gateway reads
+// it back. Allocated addresses are sticky and never shared; a Gateway the pool has no
+// address left for is Programmed=False, reason AddressNotAssigned. A Gateway whose
+// address and port an older Gateway already serves on is Programmed=False, reason
+// AddressNotUsable, and so is one whose address or port a gateway replica reports it
+// cannot bind (package bindreport), with that listener Programmed=False, reason Pending.
 //
 // Secrets are watched metadata-only: the data of a Secret a listener names is read
 // through the uncached API reader when its resourceVersion changes, and nothing is kept

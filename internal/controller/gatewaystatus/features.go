@@ -21,6 +21,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGatewayPort8080,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	// Extended: HTTPRoute matching, filters and timeouts.
 	features.SupportHTTPRouteQueryParamMatching,

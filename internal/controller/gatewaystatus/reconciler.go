@@ -16,9 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
@@ -37,6 +39,10 @@ type Reconciler struct {
 	// AddressPool is where Gateways without spec.addresses get their address from. With
 	// a nil pool such Gateways get none and are not programmed (AddressNotAssigned).
 	AddressPool *AddressPool
+	// Binds, when set, reports the Gateway addresses and ports that gateway replicas cannot
+	// bind; each change recomputes every status. Without it, only what the manager sees
+	// decides whether a Gateway is programmed.
+	Binds *bindreport.Poller
 	// APIReader reads the data of the Secrets that listeners' tls.certificateRefs name,
 	// uncached: Secrets are watched metadata-only, so the informer cache holds no Secret
 	// data. Defaults to the manager's API reader.
@@ -54,8 +60,8 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with mgr. It watches everything ReadInput
-// lists, and the metadata of the Secrets Gateways' listeners name; every event enqueues
-// the same request, so bursts collapse into one recomputation.
+// lists, the metadata of the Secrets Gateways' listeners name, and Binds' events; every
+// event enqueues the same request, so bursts collapse into one recomputation.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("gateway status reconciler needs a Client")
@@ -74,8 +80,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
+	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerName)
+	if r.Binds != nil {
+		b = b.WatchesRawSource(source.Channel(r.Binds.Events(), all))
+	}
+	err := b.
 		Watches(&gatewayv1.GatewayClass{}, all).
 		Watches(&gatewayv1.Gateway{}, all).
 		Watches(&gatewayv1.HTTPRoute{}, all).
@@ -140,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, served := range table.Gateways() {
 		gw := gateways[served.Gateway]
 		next := gw.DeepCopy()
-		next.Status = gatewayStatus(gw, served, listeners, r.unassigned(alloc, served.Gateway))
+		next.Status = gatewayStatus(gw, served, listeners, r.unbound(), r.unassigned(alloc, served.Gateway))
 		errs = append(errs, r.patchStatus(ctx, gw, next, gw.Status, next.Status))
 	}
 	routes := map[types.NamespacedName]*routetable.RouteStatus{}
@@ -172,6 +181,14 @@ func withAllocation(gateways []*gatewayv1.Gateway, ours map[types.NamespacedName
 		out = append(out, &allocated)
 	}
 	return out
+}
+
+// unbound returns what r.Binds reports, or nothing without it.
+func (r *Reconciler) unbound() map[bindreport.Addr]string {
+	if r.Binds == nil {
+		return nil
+	}
+	return r.Binds.Unbound()
 }
 
 // unassigned says why the Gateway called key got no address from the pool, or returns ""

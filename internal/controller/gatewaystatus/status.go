@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
@@ -40,17 +41,23 @@ func classStatus(gc *gatewayv1.GatewayClass) gatewayv1.GatewayClassStatus {
 }
 
 // gatewayStatus returns the status of one of Switchboard's Gateways from where the route
-// table serves it (served) and the table's listeners. unassigned, when not empty,
-// replaces the table's message for a Gateway without an address. The gateway serves
-// HTTP listeners and HTTPS listeners that terminate TLS; others are not accepted. An
-// HTTPS listener without a usable certificate is accepted, and routes attach to it, but
-// it is not programmed.
-func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners []routetable.Listener, unassigned string) gatewayv1.GatewayStatus {
+// table serves it (served), the table's listeners and the addresses and ports gateway
+// replicas report they cannot bind (unbound). unassigned, when not empty, replaces the
+// table's message for a Gateway without an address. The gateway serves HTTP listeners
+// and HTTPS listeners that terminate TLS; others are not accepted. An HTTPS listener
+// without a usable certificate is accepted, and routes attach to it, but it is not
+// programmed; so is a listener whose port a replica cannot bind on one of the Gateway's
+// addresses, and the Gateway is then not programmed either (AddressNotUsable).
+func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners []routetable.Listener, unbound map[bindreport.Addr]string,
+	unassigned string) gatewayv1.GatewayStatus {
 	st := *gw.Status.DeepCopy()
 	gen := gw.Generation
+	unusable := unboundOf(served, listeners, unbound)
 	st.Addresses = nil
-	if served.Address != "" {
-		st.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: served.Address}}
+	for _, ip := range served.Addresses {
+		if !slices.ContainsFunc(unusable, func(f bindreport.Failure) bool { return f.IP == ip }) {
+			st.Addresses = append(st.Addresses, gatewayv1.GatewayStatusAddress{Type: ptr.To(gatewayv1.IPAddressType), Value: ip})
+		}
 	}
 	unservedMessage := served.Message
 	if served.Unserved == gatewayv1.GatewayReasonAddressNotAssigned && unassigned != "" {
@@ -101,6 +108,8 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 				set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "No usable TLS certificate: "+cl.TLS.Message)
 			case served.Unserved != "":
 				set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonInvalid, "The Gateway is not served: "+unservedMessage)
+			case slices.ContainsFunc(unusable, func(f bindreport.Failure) bool { return f.Port == cl.Port }):
+				set(gatewayv1.ListenerConditionProgrammed, false, gatewayv1.ListenerReasonPending, unboundMessage(unusable, cl.Port))
 			default:
 				set(gatewayv1.ListenerConditionProgrammed, true, gatewayv1.ListenerReasonProgrammed, "Served by the Switchboard gateway")
 			}
@@ -110,9 +119,12 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 	}
 
 	valid := len(gw.Spec.Listeners) - len(invalid)
-	if len(invalid) == 0 {
+	switch {
+	case served.Rejected != "":
+		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionAccepted), false, served.Rejected, served.Message, gen)
+	case len(invalid) == 0:
 		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionAccepted), true, gatewayv1.GatewayReasonAccepted, "Gateway accepted", gen)
-	} else {
+	default:
 		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionAccepted), valid > 0, gatewayv1.GatewayReasonListenersNotValid,
 			"Listeners not valid: "+strings.Join(invalid, ", "), gen)
 	}
@@ -121,11 +133,43 @@ func gatewayStatus(gw *gatewayv1.Gateway, served routetable.Gateway, listeners [
 		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), false, served.Unserved, unservedMessage, gen)
 	case valid == 0:
 		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), false, gatewayv1.GatewayReasonInvalid, "No valid listener", gen)
+	case len(unusable) > 0:
+		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), false, gatewayv1.GatewayReasonAddressNotUsable,
+			unboundMessage(unusable, 0), gen)
 	default:
 		setCondition(&st.Conditions, string(gatewayv1.GatewayConditionProgrammed), true, gatewayv1.GatewayReasonProgrammed,
-			"Served by the Switchboard gateway on "+served.Address, gen)
+			"Served by the Switchboard gateway on "+strings.Join(served.Addresses, ", "), gen)
 	}
 	return st
+}
+
+// unboundOf returns the failures of unbound at the addresses of served and the ports of
+// its listeners that are served, in address order.
+func unboundOf(served routetable.Gateway, listeners []routetable.Listener, unbound map[bindreport.Addr]string) []bindreport.Failure {
+	var out []bindreport.Failure
+	for _, ip := range served.Addresses {
+		for _, l := range listeners {
+			a := bindreport.Addr{IP: ip, Port: l.Port}
+			msg, failed := unbound[a]
+			if failed && l.Gateway == served.Gateway && l.Conflicted == "" &&
+				!slices.ContainsFunc(out, func(f bindreport.Failure) bool { return f.Addr == a }) {
+				out = append(out, bindreport.Failure{Addr: a, Error: msg})
+			}
+		}
+	}
+	return out
+}
+
+// unboundMessage says which of failures cannot be bound, those of port only unless it
+// is 0.
+func unboundMessage(failures []bindreport.Failure, port int32) string {
+	var parts []string
+	for _, f := range failures {
+		if port == 0 || f.Port == port {
+			parts = append(parts, fmt.Sprintf("%s cannot be bound (%s)", f.Addr, f.Error))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // unsupportedMessage says why the listener l, which the route table does not serve, is

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/switchboard-llm/switchboard/internal/bindreport"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
@@ -29,17 +30,19 @@ func TestGatewayStatusListeners(t *testing.T) {
 		name       string
 		served     routetable.Gateway
 		listeners  []routetable.Listener
+		unbound    map[bindreport.Addr]string
 		unassigned string
-		addresses  int
+		addresses  []string
 		want       []statusCond
 	}{{
 		name:   "hostname conflict",
-		served: routetable.Gateway{Gateway: key, Address: "10.0.0.1"},
+		served: routetable.Gateway{Gateway: key, Addresses: []string{"10.0.0.1"}},
 		listeners: []routetable.Listener{
 			{Gateway: key, Name: "a", Port: 8080, AttachedRoutes: 2},
 			{Gateway: key, Name: "again", Port: 8080, Hostname: "a.example.com", Conflicted: gatewayv1.ListenerReasonHostnameConflict},
 		},
-		addresses: 1,
+		unbound:   map[bindreport.Addr]string{{IP: "10.0.0.2", Port: 8080}: "another Gateway's"},
+		addresses: []string{"10.0.0.1"},
 		want: []statusCond{
 			{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid", "Listeners not valid: again (HostnameConflict)"},
 			{"", "Programmed", metav1.ConditionTrue, "Programmed", ""},
@@ -61,19 +64,50 @@ func TestGatewayStatusListeners(t *testing.T) {
 		},
 	}, {
 		name: "unusable address: the table's message",
-		served: routetable.Gateway{Gateway: key, Address: "10.0.0.1",
+		served: routetable.Gateway{Gateway: key, Addresses: []string{"10.0.0.1"},
 			Unserved: gatewayv1.GatewayReasonAddressNotUsable, Message: "already served"},
 		listeners:  []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
 		unassigned: "ignored",
-		addresses:  1,
+		addresses:  []string{"10.0.0.1"},
 		want: []statusCond{
 			{"", "Programmed", metav1.ConditionFalse, "AddressNotUsable", "already served"},
 		},
+	}, {
+		name:      "an address a gateway replica cannot bind",
+		served:    routetable.Gateway{Gateway: key, Addresses: []string{"10.0.0.1", "203.0.113.1"}},
+		listeners: []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
+		unbound: map[bindreport.Addr]string{
+			{IP: "203.0.113.1", Port: 8080}: "gateway 10.1.0.1:8081: bind: cannot assign requested address",
+			{IP: "203.0.113.1", Port: 9090}: "not a port of this Gateway",
+		},
+		addresses: []string{"10.0.0.1"},
+		want: []statusCond{
+			{"", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+			{"", "Programmed", metav1.ConditionFalse, "AddressNotUsable",
+				"203.0.113.1:8080 cannot be bound (gateway 10.1.0.1:8081: bind: cannot assign requested address)"},
+			{"a", "Accepted", metav1.ConditionTrue, "Accepted", ""},
+			{"a", "Programmed", metav1.ConditionFalse, "Pending",
+				"203.0.113.1:8080 cannot be bound (gateway 10.1.0.1:8081: bind: cannot assign requested address)"},
+		},
+	}, {
+		name: "an unsupported address type",
+		served: routetable.Gateway{Gateway: key, Rejected: gatewayv1.GatewayReasonUnsupportedAddress,
+			Unserved: gatewayv1.GatewayReasonInvalid, Message: "spec.addresses[0]: address type Hostname is not supported"},
+		listeners: []routetable.Listener{{Gateway: key, Name: "a", Port: 8080}, {Gateway: key, Name: "again", Port: 8080}},
+		want: []statusCond{
+			{"", "Accepted", metav1.ConditionFalse, "UnsupportedAddress", "spec.addresses[0]: address type Hostname is not supported"},
+			{"", "Programmed", metav1.ConditionFalse, "Invalid", ""},
+			{"a", "Programmed", metav1.ConditionFalse, "Invalid", ""},
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := gatewayStatus(gw, tc.served, tc.listeners, tc.unassigned)
-			if len(st.Addresses) != tc.addresses || tc.addresses == 1 && st.Addresses[0].Value != tc.served.Address {
-				t.Errorf("addresses %+v, want %d of %q", st.Addresses, tc.addresses, tc.served.Address)
+			st := gatewayStatus(gw, tc.served, tc.listeners, tc.unbound, tc.unassigned)
+			var addresses []string
+			for _, a := range st.Addresses {
+				addresses = append(addresses, a.Value)
+			}
+			if !slices.Equal(addresses, tc.addresses) {
+				t.Errorf("addresses %q, want %q", addresses, tc.addresses)
 			}
 			checkConditions(t, st, 3, tc.want)
 			if st.Listeners[0].AttachedRoutes != tc.listeners[0].AttachedRoutes {
@@ -100,7 +134,7 @@ func TestHTTPSListenerStatus(t *testing.T) {
 		Spec:       gatewayv1.GatewaySpec{Listeners: []gatewayv1.Listener{https("good"), https("missing"), https("foreign"), passthrough}},
 	}
 	cert := &tls.Certificate{}
-	served := routetable.Gateway{Gateway: key, Address: "10.0.0.1"}
+	served := routetable.Gateway{Gateway: key, Addresses: []string{"10.0.0.1"}}
 	listeners := []routetable.Listener{
 		{Gateway: key, Name: "good", Port: 443, Hostname: "good.example", AttachedRoutes: 1,
 			TLS: &routetable.ListenerTLS{Certificates: []*tls.Certificate{cert}}},
@@ -109,7 +143,7 @@ func TestHTTPSListenerStatus(t *testing.T) {
 		{Gateway: key, Name: "foreign", Port: 443, Hostname: "foreign.example",
 			TLS: &routetable.ListenerTLS{Unresolved: gatewayv1.ListenerReasonRefNotPermitted, Message: "no ReferenceGrant"}},
 	}
-	st := gatewayStatus(gw, served, listeners, "")
+	st := gatewayStatus(gw, served, listeners, nil, "")
 	checkConditions(t, st, 2, []statusCond{
 		{"", "Accepted", metav1.ConditionTrue, "ListenersNotValid",
 			"Listeners not valid: missing (InvalidCertificateRef), foreign (RefNotPermitted), passthrough (UnsupportedProtocol)"},
@@ -136,7 +170,7 @@ func TestHTTPSListenerStatus(t *testing.T) {
 	}
 
 	// With no listener programmed, neither is the Gateway.
-	st = gatewayStatus(gw, served, listeners[1:], "")
+	st = gatewayStatus(gw, served, listeners[1:], nil, "")
 	if c := meta.FindStatusCondition(st.Conditions, "Programmed"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Invalid" {
 		t.Errorf("Gateway without a usable certificate: Programmed %+v, want False Invalid", c)
 	}
