@@ -88,6 +88,8 @@ type podShardMap map[endpoint.Key]*Pod
 // snapshot is one immutable generation of the registries. Generations share every shard
 // and model a write did not touch.
 type snapshot struct {
+	// version counts the generations: each publication adds one.
+	version    uint64
 	pods       [podShards]podShardMap
 	models     map[string]*Model
 	modelNames []string
@@ -236,6 +238,10 @@ func (r Reader) ListEndpoints(model string) []*Pod {
 	}
 	return m.Endpoints()
 }
+
+// Version returns a number that grows whenever the pods or models change (not their
+// metrics or counters), so that a reader can keep what it derives from them until then.
+func (r Reader) Version() uint64 { return r.snap.Load().version }
 
 // NamespacePods returns every known pod of namespace ns, routable or not, sorted by name.
 // The slice is shared with every reader and MUST NOT be modified.
@@ -431,7 +437,8 @@ func (c *Cache) DeleteAdapter(adapter endpoint.Key) {
 // now serves changed; the rest is shared with the current snapshot. The caller holds c.mu.
 func (c *Cache) publishPod(k endpoint.Key) {
 	prev := c.snap.Load()
-	next := &snapshot{pods: prev.pods, models: maps.Clone(prev.models), modelNames: prev.modelNames, namespaces: maps.Clone(prev.namespaces)}
+	next := &snapshot{version: prev.version + 1, pods: prev.pods, models: maps.Clone(prev.models), modelNames: prev.modelNames,
+		namespaces: maps.Clone(prev.namespaces)}
 	shard := shardOf(k)
 	next.pods[shard] = maps.Clone(prev.pods[shard])
 	if next.pods[shard] == nil {
@@ -612,7 +619,7 @@ func (c *Cache) publish() {
 		}
 		return s
 	}
-	next := &snapshot{models: make(map[string]*Model), namespaces: make(map[string][]*Pod)}
+	next := &snapshot{version: c.snap.Load().version + 1, models: make(map[string]*Model), namespaces: make(map[string][]*Pod)}
 	for i := range next.pods {
 		next.pods[i] = make(podShardMap, len(c.pods)/podShards)
 	}

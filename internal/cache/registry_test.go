@@ -224,6 +224,31 @@ func TestReadersKeepTheirSnapshot(t *testing.T) {
 	}
 }
 
+// TestVersionGrowsWithPodsNotMetrics checks that Version changes with every write that
+// publishes pods or models, whichever path publishes it, and not with metrics alone.
+func TestVersionGrowsWithPodsNotMetrics(t *testing.T) {
+	c := New()
+	v := c.Version()
+	for i, write := range []op{
+		upsert(makePod("a")),
+		upsert(makePod("b")),
+		upsert(makePod("a").NotReady()),
+		adapter("lora", "llama", "b"),
+		del("a"),
+	} {
+		write(c)
+		if next := c.Version(); next <= v {
+			t.Fatalf("write %d: Version() = %d, want more than %d", i, next, v)
+		}
+		v = c.Version()
+	}
+	p, _ := c.Pod(endpoint.Key{Namespace: "ns", Name: "b"})
+	c.SetMetrics(p, endpoint.Metrics{Running: 1})
+	if c.Version() != v {
+		t.Errorf("SetMetrics changed Version() from %d to %d", v, c.Version())
+	}
+}
+
 func TestSetMetrics(t *testing.T) {
 	c := New()
 	k := endpoint.Key{Namespace: "ns", Name: "a"}

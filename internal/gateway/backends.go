@@ -3,6 +3,10 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
@@ -85,27 +89,94 @@ func (c *backendChoice) reset() { clear(c.skipped) }
 // request, minus those in exclude: for a model (inference rules), the model's endpoints
 // the Service selects; for nil (plain rules), every pod it selects. Pods whose port the
 // Service cannot resolve are left out. Nothing outside the Service is ever returned.
+//
+// The set without exclusions is computed once per version of the pods and Services and
+// shared by every request until either changes; it MUST NOT be modified.
 func (g *Gateway) candidates(backend routetable.Backend, model *cache.Model, exclude map[*cache.Pod]bool) (cache.Service, []*cache.Pod) {
+	set := g.candidateSet(backend, model)
+	if len(exclude) == 0 {
+		return set.svc, set.pods
+	}
+	out := make([]*cache.Pod, 0, len(set.pods))
+	for _, p := range set.pods {
+		if !exclude[p] {
+			out = append(out, p)
+		}
+	}
+	return set.svc, out
+}
+
+// candidateKey names a candidate set: a backend's Service and port, and a model ("" on
+// plain rules).
+type candidateKey struct {
+	service types.NamespacedName
+	port    int32
+	model   string
+}
+
+// candidateSet is a backend's Service and the pods it may send a model's requests to.
+type candidateSet struct {
+	svc  cache.Service
+	pods []*cache.Pod
+}
+
+// candidateSets are the candidate sets computed from one version of the pods (pods) and
+// of the Services (services); a newer version of either starts an empty generation.
+type candidateSets struct {
+	pods, services uint64
+	sets           sync.Map // candidateKey -> *candidateSet
+}
+
+// candidateSet returns the candidate set of backend for model, computing it on first use
+// in the current generation.
+func (g *Gateway) candidateSet(backend routetable.Backend, model *cache.Model) *candidateSet {
+	// Versions first, data second: a set is never older than the versions it is filed under.
+	pods, services := g.view.Version(), g.view.Services.Version()
+	gen := g.candidateSets.Load()
+	for gen == nil || gen.pods < pods || gen.services < services {
+		if g.candidateSets.CompareAndSwap(gen, &candidateSets{pods: pods, services: services}) {
+			gen = g.candidateSets.Load()
+			break
+		}
+		gen = g.candidateSets.Load()
+	}
+	key := candidateKey{service: backend.Service, port: backend.Port}
+	if model != nil {
+		key.model = model.Name
+	}
+	if set, ok := gen.sets.Load(key); ok {
+		return set.(*candidateSet)
+	}
+	set := g.computeCandidates(backend, model)
+	actual, _ := gen.sets.LoadOrStore(key, set)
+	return actual.(*candidateSet)
+}
+
+// computeCandidates selects the candidate set of backend for model from the current pods.
+func (g *Gateway) computeCandidates(backend routetable.Backend, model *cache.Model) *candidateSet {
 	svc, ok := g.view.Services.Get(backend.Service)
 	if !ok || !svc.HasPort(backend.Port) {
-		return svc, nil
+		return &candidateSet{svc: svc}
 	}
 	var pool []*cache.Pod
 	if model != nil {
+		if current, ok := g.view.Model(model.Name); ok {
+			model = current // the request's model may be of an older version
+		}
 		pool = model.Pods()
 	} else {
 		pool = g.view.NamespacePods(backend.Service.Namespace)
 	}
 	var out []*cache.Pod
 	for _, p := range pool {
-		if exclude[p] || !p.Routable() || !svc.Selects(p) {
+		if !p.Routable() || !svc.Selects(p) {
 			continue
 		}
 		if _, ok := svc.TargetPort(backend.Port, p); ok {
 			out = append(out, p)
 		}
 	}
-	return svc, out
+	return &candidateSet{svc: svc, pods: slices.Clip(out)}
 }
 
 // servesModel reports whether a backend of rule selects any pod, ready or not, whose

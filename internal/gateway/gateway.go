@@ -103,7 +103,9 @@ type Gateway struct {
 
 	table   atomic.Pointer[compiledTable]
 	buildMu sync.Mutex
-	routers sync.Map // routerKey -> routing.Router
+	// candidateSets are the backends' candidate sets for the current pods and Services.
+	candidateSets atomic.Pointer[candidateSets]
+	routers       sync.Map // routerKey -> routing.Router
 }
 
 // maxMirrorsInFlight bounds the RequestMirror copies in flight at once.

@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"math/rand/v2"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
@@ -40,6 +41,31 @@ type Picker interface {
 	// request if the chosen endpoint was reserved by another request meanwhile.
 	Pick(rc *RoutingContext, cands []Candidate) (int, error)
 }
+
+// PodPicker is a Picker that can also choose straight from the candidate pods, reading
+// only what it needs of each (an index, a counter), so that a decision builds no
+// Candidate per endpoint. The router calls PickPod first and Pick when PickPod declines.
+type PodPicker interface {
+	Picker
+	// PickPod returns the index in pods of the chosen pod and the in-flight count it read
+	// for it, choosing among the pods e admits as Pick would among their Candidates. ok is
+	// false when it declines, such as when e admits no pod. pods is never empty. PickPod
+	// may be called again for the same request if the chosen pod was reserved by another
+	// request meanwhile.
+	PickPod(rc *RoutingContext, pods []*cache.Pod, e Eligibility) (i int, inFlight int64, ok bool)
+}
+
+// Eligibility is how a PodPicker sees the pods as the router would offer them as
+// Candidates: which it may choose, and which metrics are fresh.
+type Eligibility struct {
+	// Limit excludes pods with Limit or more requests in flight; 0 excludes none.
+	Limit int64
+	// StaleAfter is the age beyond which a pod's metrics are unknown.
+	StaleAfter time.Duration
+}
+
+// Admits reports whether a pod with inFlight requests in flight may be chosen.
+func (e Eligibility) Admits(inFlight int64) bool { return e.Limit <= 0 || inFlight < e.Limit }
 
 // Learner is implemented by algorithms that learn from each routed request, such as a
 // prefix index or a session table. Learn is called once per request, after the chosen

@@ -46,14 +46,17 @@ var errAllBusy = errors.New("every candidate is at its concurrency limit")
 
 // selector selects and reserves an endpoint in one step.
 type selector struct {
-	picker  Picker
+	picker Picker
+	// pods is picker as a PodPicker, nil when it is not one.
+	pods    PodPicker
 	learner Learner
 	opts    Options
 }
 
 func newSelector(p Picker, opts Options) selector {
 	learner, _ := p.(Learner)
-	return selector{picker: p, learner: learner, opts: opts}
+	pods, _ := p.(PodPicker)
+	return selector{picker: p, pods: pods, learner: learner, opts: opts}
 }
 
 // selectAndReserve picks an endpoint for rc and reserves it. The reservation succeeds
@@ -64,6 +67,11 @@ func newSelector(p Picker, opts Options) selector {
 func (s selector) selectAndReserve(rc *RoutingContext) (*Target, error) {
 	if len(rc.Candidates) == 0 {
 		return nil, ErrNoEndpoints
+	}
+	if s.pods != nil {
+		if t, ok := s.reservePod(rc); ok {
+			return t, nil
+		}
 	}
 	cands := make([]Candidate, 0, len(rc.Candidates))
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
@@ -78,19 +86,47 @@ func (s selector) selectAndReserve(rc *RoutingContext) (*Target, error) {
 		if i < 0 || i >= len(cands) {
 			return nil, fmt.Errorf("routing algorithm chose candidate %d of %d", i, len(cands))
 		}
-		limit := cands[i].InFlight + 1
-		if attempt == maxAttempts {
-			limit = s.opts.MaxInFlight
-		}
-		if res, ok := s.opts.Reserver.TryReserve(rc.Model, cands[i].Pod, limit, rc.PromptTokens); ok {
-			t := &Target{Pod: cands[i].Pod, reservation: res}
-			if s.learner != nil {
-				t.receipt = s.learner.Learn(rc, cands[i].Pod)
-			}
+		if t, ok := s.reserve(rc, cands[i].Pod, cands[i].InFlight, attempt); ok {
 			return t, nil
 		}
 	}
 	return nil, errAllBusy
+}
+
+// reservePod is selectAndReserve through PodPicker.PickPod. It reports false when
+// PickPod declines or every attempt lost its race, for the Candidate path to decide.
+func (s selector) reservePod(rc *RoutingContext) (*Target, bool) {
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		i, seen, ok := s.pods.PickPod(rc, rc.Candidates, Eligibility{Limit: s.opts.MaxInFlight, StaleAfter: s.opts.StaleAfter})
+		if !ok {
+			return nil, false
+		}
+		if i < 0 || i >= len(rc.Candidates) {
+			return nil, false
+		}
+		if t, ok := s.reserve(rc, rc.Candidates[i], seen, attempt); ok {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// reserve reserves p for rc if its in-flight count is still seen — on the last attempt,
+// if it is below MaxInFlight — and lets the learner learn the choice.
+func (s selector) reserve(rc *RoutingContext, p *cache.Pod, seen int64, attempt int) (*Target, bool) {
+	limit := seen + 1
+	if attempt == maxAttempts {
+		limit = s.opts.MaxInFlight
+	}
+	res, ok := s.opts.Reserver.TryReserve(rc.Model, p, limit, rc.PromptTokens)
+	if !ok {
+		return nil, false
+	}
+	t := &Target{Pod: p, reservation: res}
+	if s.learner != nil {
+		t.receipt = s.learner.Learn(rc, p)
+	}
+	return t, true
 }
 
 // candidates appends to dst the candidates of rc below MaxInFlight, with their current

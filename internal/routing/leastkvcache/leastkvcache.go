@@ -2,7 +2,10 @@ package leastkvcache
 
 import (
 	"cmp"
+	"time"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -17,8 +20,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer = (*Router)(nil)
-	_ routing.Picker = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
 )
 
 // New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
@@ -58,6 +61,84 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return best, nil
 }
 
+// PickPod is Pick straight from the pods, among those e admits: one pass finds the least
+// projected usage and counts its ties, a single draw picks one of them, and a second pass
+// finds it. It declines when no admitted pod has fresh metrics, for Pick to return
+// routing.ErrUndecided and the fallback to decide. Metrics that change between the two
+// passes may leave the drawn tie unfound; it then takes the first best pod, whose count
+// the reservation checks anyway.
+func (r *Router) PickPod(rc *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+	v := podView{rc: rc, e: e, oldest: rc.Now.Add(-e.StaleAfter)}
+	first, ties := -1, 0
+	var best projection
+	for i, p := range pods {
+		c, ok := v.project(p)
+		if !ok {
+			continue
+		}
+		switch {
+		case first < 0:
+			first, best, ties = i, c, 1
+		case c.compare(best) < 0:
+			first, best, ties = i, c, 1
+		case c.compare(best) == 0:
+			ties++
+		}
+	}
+	if first < 0 {
+		return 0, 0, false
+	}
+	if ties > 1 {
+		for k, i := r.rnd(ties), first+1; k > 0 && i < len(pods); i++ {
+			if c, ok := v.project(pods[i]); ok && c.compare(best) == 0 {
+				if k--; k == 0 {
+					return i, c.inFlight, true
+				}
+			}
+		}
+	}
+	return first, best.inFlight, true
+}
+
+// projection is a pod's projected KV-cache usage and in-flight count.
+type projection struct {
+	usage    float64
+	inFlight int64
+}
+
+// compare orders projections as compare orders candidates.
+func (a projection) compare(b projection) int {
+	return cmp.Or(cmp.Compare(a.usage, b.usage), cmp.Compare(a.inFlight, b.inFlight))
+}
+
+// podView projects pods for one PickPod call, remembering the request's cache share for
+// the last cache geometry seen (pods of a pool share one).
+type podView struct {
+	rc     *routing.RoutingContext
+	e      routing.Eligibility
+	oldest time.Time
+	// blockSize and blocks are the geometry share was computed for.
+	blockSize, blocks int64
+	share             float64
+}
+
+// project returns p's projection if e admits p and its metrics are fresh.
+func (v *podView) project(p *cache.Pod) (projection, bool) {
+	n := p.Load().InFlight()
+	if !v.e.Admits(n) {
+		return projection{}, false
+	}
+	m := p.Metrics()
+	if m == nil || m.ScrapedAt.Before(v.oldest) {
+		return projection{}, false
+	}
+	if int64(m.BlockSize) != v.blockSize || int64(m.NumGPUBlocks) != v.blocks || v.share == 0 {
+		v.blockSize, v.blocks = int64(m.BlockSize), int64(m.NumGPUBlocks)
+		v.share = requestShare(v.rc, m)
+	}
+	return projection{usage: max(m.KVCacheUsage, 0) + float64(n)*v.share, inFlight: n}, true
+}
+
 // compare orders candidates with metrics by projected KV-cache usage, then by requests
 // in flight.
 func compare(rc *routing.RoutingContext, a, b routing.Candidate) int {
@@ -74,14 +155,19 @@ func compare(rc *routing.RoutingContext, a, b routing.Candidate) int {
 // requests sent since the last scrape are invisible and a burst piles onto the endpoint
 // that looked emptiest. c.Metrics must not be nil.
 func projectedUsage(rc *routing.RoutingContext, c routing.Candidate) float64 {
-	m := c.Metrics
-	share := defaultRequestShare
-	if m.BlockSize > 0 && m.NumGPUBlocks > 0 {
-		tokens := rc.PromptTokens + max(rc.MaxTokens, 0)
-		blocks := (tokens + int64(m.BlockSize) - 1) / int64(m.BlockSize)
-		share = float64(max(blocks, 1)) / float64(m.NumGPUBlocks)
+	return max(c.Metrics.KVCacheUsage, 0) + float64(c.InFlight)*requestShare(rc, c.Metrics)
+}
+
+// requestShare is the share of m's KV cache that a request like rc's takes: its prompt
+// and completion tokens in blocks, over the engine's blocks; or defaultRequestShare when
+// the engine does not report its cache geometry.
+func requestShare(rc *routing.RoutingContext, m *endpoint.Metrics) float64 {
+	if m.BlockSize <= 0 || m.NumGPUBlocks <= 0 {
+		return defaultRequestShare
 	}
-	return max(m.KVCacheUsage, 0) + float64(c.InFlight)*share
+	tokens := rc.PromptTokens + max(rc.MaxTokens, 0)
+	blocks := (tokens + int64(m.BlockSize) - 1) / int64(m.BlockSize)
+	return float64(max(blocks, 1)) / float64(m.NumGPUBlocks)
 }
 
 // Score sets the score of each candidate with fresh metrics to its projected free KV

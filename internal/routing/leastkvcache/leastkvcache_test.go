@@ -60,12 +60,16 @@ func TestPick(t *testing.T) {
 			rc := contextOver(tt.pods)
 			cands := routingtest.Candidates(rc)
 			r := leastkvcache.New(routingtest.SeededRandom(1))
-			seen := map[int]bool{}
+			e := routing.Eligibility{StaleAfter: routingtest.StaleAfter}
+			seen, seenPod := map[int]bool{}, map[int]bool{}
 			for range 100 {
 				i, err := r.Pick(rc, cands)
 				if tt.wantErr != nil {
 					if !errors.Is(err, tt.wantErr) {
 						t.Fatalf("Pick error = %v, want %v", err, tt.wantErr)
+					}
+					if i, _, ok := r.PickPod(rc, rc.Candidates, e); ok {
+						t.Fatalf("PickPod = %d, want it to decline where Pick cannot decide", i)
 					}
 					return
 				}
@@ -73,9 +77,14 @@ func TestPick(t *testing.T) {
 					t.Fatalf("Pick = %d, %v; want one of %v", i, err, tt.want)
 				}
 				seen[i] = true
+				i, n, ok := r.PickPod(rc, rc.Candidates, e)
+				if !ok || !slices.Contains(tt.want, i) || n != int64(tt.pods[i].inFlight) {
+					t.Fatalf("PickPod = %d, %d, %t; want one of %v with its count", i, n, ok, tt.want)
+				}
+				seenPod[i] = true
 			}
-			if len(seen) != len(tt.want) {
-				t.Errorf("picked %v over 100 decisions, want each of %v", seen, tt.want)
+			if len(seen) != len(tt.want) || len(seenPod) != len(tt.want) {
+				t.Errorf("Pick picked %v, PickPod %v over 100 decisions, want each of %v", seen, seenPod, tt.want)
 			}
 		})
 	}
@@ -100,7 +109,7 @@ func TestScore(t *testing.T) {
 
 func TestRoute(t *testing.T) {
 	opts := routingtest.Options()
-	opts.Fallback = routing.Highest(leastrequest.New(), routingtest.SeededRandom(2))
+	opts.Fallback = leastrequest.New(routingtest.SeededRandom(2))
 	tests := []struct {
 		name    string
 		pods    []pod

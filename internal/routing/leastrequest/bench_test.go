@@ -15,6 +15,6 @@ func BenchmarkScore(b *testing.B) {
 		for i := range f.Pods() {
 			f.Reserve(i, i%5)
 		}
-		return leastrequest.New()
+		return leastrequest.New(routing.DefaultRandom)
 	})
 }

@@ -7,9 +7,10 @@
 // and never returns routing.ErrUndecided. That is why it is the default fallback of every
 // RoutingPolicy.
 //
-// The package owns only the scores, as a routing.Scorer: picking the highest, ties broken
-// at random, is routing.Highest's job (the strategies registry wraps the Router in it),
-// and reserving the chosen endpoint is the routing core's; because the core reserves
-// only if the in-flight count is still the one the choice was made on, concurrent
-// decisions spread as if made one after another.
+// The Router scores candidates (for weighted policies) and picks the lowest count itself,
+// ties broken uniformly at random, either among routing.Candidates or straight from the
+// candidate pods' counters (routing.PodPicker), which reads one counter per endpoint and
+// allocates nothing. Reserving the chosen endpoint is the routing core's job; because the
+// core reserves only if the in-flight count is still the one the choice was made on,
+// concurrent decisions spread as if made one after another.
 package leastrequest

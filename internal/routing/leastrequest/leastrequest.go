@@ -1,16 +1,24 @@
 package leastrequest
 
-import "github.com/switchboard-llm/switchboard/internal/routing"
+import (
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
 
-// Router prefers candidates with fewer requests in flight. It is stateless and safe for
-// concurrent use.
-type Router struct{}
+// Router prefers candidates with fewer requests in flight. It is safe for concurrent use
+// when its source of randomness is.
+type Router struct {
+	rnd routing.Random
+}
 
-var _ routing.Scorer = (*Router)(nil)
+var (
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+)
 
-// New returns a Router.
-func New() *Router {
-	return &Router{}
+// New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
+func New(rnd routing.Random) *Router {
+	return &Router{rnd: rnd}
 }
 
 // Score sets each candidate's score to minus its number of requests in flight. It never
@@ -20,4 +28,70 @@ func (*Router) Score(_ *routing.RoutingContext, cands []routing.Candidate, score
 		scores[i] = -float64(c.InFlight)
 	}
 	return nil
+}
+
+// Pick returns the index of a candidate with the fewest requests in flight, chosen
+// uniformly among equals. It never fails.
+func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int, error) {
+	least, ties := cands[0].InFlight, 1
+	for _, c := range cands[1:] {
+		switch {
+		case c.InFlight < least:
+			least, ties = c.InFlight, 1
+		case c.InFlight == least:
+			ties++
+		}
+	}
+	k := r.draw(ties)
+	for i, c := range cands {
+		if c.InFlight == least {
+			if k == 0 {
+				return i, nil
+			}
+			k--
+		}
+	}
+	return 0, nil // unreachable: some candidate has the least count
+}
+
+// PickPod is Pick over the pods' in-flight counters, among those e admits. It declines
+// only when e admits none. Counts that change between
+// its two passes may leave the drawn tie unfound; it then takes the pod of the least
+// count it saw first, whose count the reservation checks anyway.
+func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+	first, least, ties := -1, int64(0), 0
+	for i, p := range pods {
+		n := p.Load().InFlight()
+		switch {
+		case !e.Admits(n):
+		case first < 0 || n < least:
+			first, least, ties = i, n, 1
+		case n == least:
+			ties++
+		}
+	}
+	if first < 0 {
+		return 0, 0, false
+	}
+	k := r.draw(ties)
+	if k == 0 {
+		return first, least, true
+	}
+	for i := first + 1; i < len(pods); i++ {
+		if pods[i].Load().InFlight() == least {
+			if k--; k == 0 {
+				return i, least, true
+			}
+		}
+	}
+	return first, least, true
+}
+
+// draw returns a uniform index among ties equal candidates, drawing only when there are
+// several.
+func (r *Router) draw(ties int) int {
+	if ties > 1 {
+		return r.rnd(ties)
+	}
+	return 0
 }

@@ -28,8 +28,8 @@ func TestPickChoosesFewestInFlight(t *testing.T) {
 			}
 			rc := fleet.Context(routing.Request{})
 			cands := routingtest.Candidates(rc)
-			r := routing.Highest(leastrequest.New(), routingtest.SeededRandom(1))
-			seen := map[int]bool{}
+			r := leastrequest.New(routingtest.SeededRandom(1))
+			seen, seenPod := map[int]bool{}, map[int]bool{}
 			for range 100 {
 				i, err := r.Pick(rc, cands)
 				if err != nil {
@@ -39,11 +39,33 @@ func TestPickChoosesFewestInFlight(t *testing.T) {
 					t.Fatalf("Pick = %d, want one of %v", i, tt.want)
 				}
 				seen[i] = true
+				i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{})
+				if !ok || !slices.Contains(tt.want, i) || n != int64(tt.inFlight[i]) {
+					t.Fatalf("PickPod = %d, %d, %t; want one of %v with its count", i, n, ok, tt.want)
+				}
+				seenPod[i] = true
 			}
-			if len(seen) != len(tt.want) {
-				t.Errorf("picked %v over 100 decisions, want each of %v", seen, tt.want)
+			if len(seen) != len(tt.want) || len(seenPod) != len(tt.want) {
+				t.Errorf("Pick picked %v, PickPod %v over 100 decisions, want each of %v", seen, seenPod, tt.want)
 			}
 		})
+	}
+}
+
+// TestPickPodLeavesOutPodsAtTheLimit checks that PickPod chooses only below the limit,
+// the least loaded of those, and declines when every pod is at it.
+func TestPickPodLeavesOutPodsAtTheLimit(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	fleet.Reserve(0, 1)
+	fleet.Reserve(1, 3)
+	fleet.Reserve(2, 2)
+	rc := fleet.Context(routing.Request{})
+	r := leastrequest.New(routingtest.SeededRandom(1))
+	if i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 3}); !ok || i != 0 || n != 1 {
+		t.Errorf("limit 3: PickPod = %d, %d, %t; want pod 0 with 1 in flight", i, n, ok)
+	}
+	if i, _, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 1}); ok {
+		t.Errorf("limit 1, every pod at it: PickPod = %d, want it to decline", i)
 	}
 }
 
@@ -54,7 +76,7 @@ func TestScoreIsMinusInFlight(t *testing.T) {
 	rc := fleet.Context(routing.Request{})
 	scores := make([]float64, 3)
 	// No metrics at all: least-request never needs them.
-	if err := leastrequest.New().Score(rc, routingtest.Candidates(rc), scores); err != nil {
+	if err := leastrequest.New(routing.DefaultRandom).Score(rc, routingtest.Candidates(rc), scores); err != nil {
 		t.Fatalf("Score: %v", err)
 	}
 	if want := []float64{-4, 0, -1}; !slices.Equal(scores, want) {
@@ -67,7 +89,7 @@ func TestScoreIsMinusInFlight(t *testing.T) {
 // requests in flight.
 func TestBurstSpreadsEvenly(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 10)
-	router := routing.NewRouter(routing.Highest(leastrequest.New(), routingtest.SeededRandom(1)), routingtest.Options())
+	router := routing.NewRouter(leastrequest.New(routingtest.SeededRandom(1)), routingtest.Options())
 	routingtest.RouteBurst(t, router, fleet, 1000)
 	for i, p := range fleet.Pods() {
 		if n := p.Load().InFlight(); n < 99 || n > 101 {

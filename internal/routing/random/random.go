@@ -1,6 +1,9 @@
 package random
 
-import "github.com/switchboard-llm/switchboard/internal/routing"
+import (
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/routing"
+)
 
 // scoreResolution is the number of equally spaced values in [0,1) that Score draws from.
 // It fits in an int on every platform; equal draws are broken at random by
@@ -14,13 +17,22 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer = (*Router)(nil)
-	_ routing.Picker = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
 )
 
 // New returns a Router that draws from rnd, which MUST be safe for concurrent use.
 func New(rnd routing.Random) *Router {
 	return &Router{rnd: rnd}
+}
+
+// PickPod returns a pod index chosen uniformly at random, with the pod's in-flight count;
+// it declines when e does not admit that pod, for Pick to choose among the pods
+// below it. It reads one counter.
+func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+	i := r.rnd(len(pods))
+	n := pods[i].Load().InFlight()
+	return i, n, e.Admits(n)
 }
 
 // Pick returns an index into cands chosen uniformly at random. It never fails.

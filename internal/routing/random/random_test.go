@@ -33,6 +33,40 @@ func TestPickIsUniformAndInRange(t *testing.T) {
 	}
 }
 
+// TestPickPodIsUniformAndDeclinesAtTheLimit checks that PickPod draws every pod about
+// equally often with its count, and declines a pod at the limit.
+func TestPickPodIsUniformAndDeclinesAtTheLimit(t *testing.T) {
+	const pods, picks = 10, 10000
+	fleet := routingtest.NewFleet("llama", pods)
+	fleet.Reserve(3, 2)
+	rc := fleet.Context(routing.Request{})
+	r := random.New(routingtest.SeededRandom(1))
+	counts := make([]int, pods)
+	declined := 0
+	for range picks {
+		i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 2})
+		switch {
+		case i < 0 || i >= pods:
+			t.Fatalf("PickPod = %d, want an index in [0, %d)", i, pods)
+		case i == 3 && (ok || n != 2):
+			t.Fatalf("PickPod of the pod at the limit = %d in flight, ok %t; want 2, declined", n, ok)
+		case i == 3:
+			declined++
+		case !ok || n != 0:
+			t.Fatalf("PickPod = %d, %d, %t; want an idle pod accepted", i, n, ok)
+		}
+		counts[i]++
+	}
+	for i, n := range counts {
+		if n < 900 || n > 1100 {
+			t.Errorf("pod %d drawn %d times of %d, want about %d", i, n, picks, picks/pods)
+		}
+	}
+	if declined != counts[3] {
+		t.Errorf("declined %d of the %d draws of the pod at the limit", declined, counts[3])
+	}
+}
+
 func TestScoreHighestIsUniform(t *testing.T) {
 	const pods, rounds = 5, 5000
 	fleet := routingtest.NewFleet("llama", pods)

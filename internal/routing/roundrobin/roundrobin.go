@@ -3,6 +3,7 @@ package roundrobin
 import (
 	"sync/atomic"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -19,8 +20,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer = (*Router)(nil)
-	_ routing.Picker = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
 )
 
 // New returns a Router whose first decision goes to the first candidate.
@@ -32,6 +33,15 @@ func New() *Router {
 // never fails. A retried decision takes the next turn.
 func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	return r.turn(len(cands)), nil
+}
+
+// PickPod returns the index of the pod whose turn it is, with its in-flight count, and
+// advances the turn; it declines when e does not admit that pod, for Pick to take
+// the next turn among the pods below it. It reads one counter.
+func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+	i := r.turn(len(pods))
+	n := pods[i].Load().InFlight()
+	return i, n, e.Admits(n)
 }
 
 // Score sets the score of the candidate whose turn it is to 1 and every other score to

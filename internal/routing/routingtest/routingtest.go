@@ -74,11 +74,16 @@ func (f *Fleet) Reserve(i, n int) {
 }
 
 // Context returns a routing context for req (its Model set to the fleet's) with every
-// routable pod as a candidate.
+// routable pod as a candidate: the model's own immutable pod list, as the gateway hands
+// out its precomputed candidate sets.
 func (f *Fleet) Context(req routing.Request) *routing.RoutingContext {
 	req.Model = f.Model
 	m, _ := f.Cache.Model(f.Model)
-	return routing.NewRoutingContext(context.Background(), req, m, f.Pods())
+	var pods []*cache.Pod
+	if m != nil {
+		pods = m.Pods()
+	}
+	return routing.NewRoutingContext(context.Background(), req, m, pods)
 }
 
 // Candidates returns rc's candidates as a router offers them to an algorithm: with their

@@ -82,8 +82,8 @@ func NewRegistry(deps Deps) *Registry {
 		v1alpha1.StrategyRoundRobin: func(*v1alpha1.RoutingPolicySpec, Deps) (routing.Scorer, error) {
 			return roundrobin.New(), nil
 		},
-		v1alpha1.StrategyLeastRequest: func(*v1alpha1.RoutingPolicySpec, Deps) (routing.Scorer, error) {
-			return leastrequest.New(), nil
+		v1alpha1.StrategyLeastRequest: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
+			return leastrequest.New(d.Random), nil
 		},
 		v1alpha1.StrategyLeastKVCache: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
 			return leastkvcache.New(d.Random), nil
