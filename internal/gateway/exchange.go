@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -375,9 +376,15 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	return out, nil
 }
 
-// relay streams resp to the client, flushing each chunk as it arrives so that
-// server-sent events reach the client one by one, and releases the reservation when the
-// response ends, fails or the client goes away.
+// relayBuffers hold the buffers responses are relayed through, so that a request does
+// not allocate one.
+var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// relay copies resp to the client and releases the reservation when the response ends,
+// fails or the client goes away. A response that must reach the client as it arrives —
+// server-sent events, or a body of unknown length — is flushed after each chunk, so that
+// events reach the client one by one; any other is left to the server's buffering, which
+// sends small answers in one write with their headers.
 func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *httpfilter.Chain) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		x.relayUpgrade(target, resp, backend)
@@ -392,19 +399,27 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	x.matched.Rule.Filters.ModifyResponse(h)
 	backend.ModifyResponse(h)
 	x.w.WriteHeader(resp.StatusCode)
-	flusher := http.NewResponseController(x.w)
+	var flusher *http.ResponseController
+	if resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		flusher = http.NewResponseController(x.w)
+		_ = flusher.Flush() // the headers, before the first event
+	}
 	var usage *openai.UsageScanner // the engine's word on the prompt, for the router
 	if resp.StatusCode == http.StatusOK && target.WantsReport() {
 		usage = new(openai.UsageScanner)
 	}
-	buf := make([]byte, 32<<10)
+	bp := relayBuffers.Get().(*[]byte)
+	defer relayBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				return // the client went away; its context cancels the upstream request
 			}
-			_ = flusher.Flush()
+			if flusher != nil {
+				_ = flusher.Flush()
+			}
 			if usage != nil {
 				_, _ = usage.Write(buf[:n])
 			}

@@ -43,12 +43,14 @@ func (g *Gateway) Handler(addr routetable.Addr) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, reqID)
 		var o outcome
-		defer func() {
+		defer func() { // also when an engine that died mid-answer aborts the handler
 			g.metrics.observe(&o)
-			// Prompts are never logged.
-			g.log.V(1).Info("Request", "requestID", reqID, "method", r.Method, "path", r.URL.Path,
-				"route", o.route, "model", o.model, "endpoint", o.endpoint, "status", o.status,
-				"duration", time.Since(start))
+			if log := g.log.V(1); log.Enabled() { // the arguments cost, even unlogged
+				// Prompts are never logged.
+				log.Info("Request", "requestID", reqID, "method", r.Method, "path", r.URL.Path,
+					"route", o.route, "model", o.model, "endpoint", o.endpoint, "status", o.status,
+					"duration", time.Since(start))
+			}
 		}()
 		g.serve(addr, w, r, start, &o)
 	})
