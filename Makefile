@@ -74,7 +74,8 @@ BENCHTIME ?= 1000x
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build k8s-tools ## Routing quality of every strategy (8 engine-sims behind the real gateway), gateway overhead and concurrency micro-benchmarks into docs/benchmarks.md, .json and PNG plots; BENCH_FLAGS adds bin/bench flags.
+bench: build k8s-tools ## Routing quality of every strategy (8 engine-sims behind the real gateway), gateway overhead, proxy cost beside nginx and HAProxy (installed by hack/bench-peers.sh) and concurrency micro-benchmarks into docs/benchmarks.md, .json and PNG plots; BENCH_FLAGS adds bin/bench flags.
+	@hack/bench-peers.sh
 	$(LOCALBIN)/bench -root $(CURDIR) -gateway-benchtime $(BENCHTIME) $(BENCH_FLAGS)
 
 .PHONY: bench-gateway

@@ -119,11 +119,14 @@ func (f *fleet) up(ctx context.Context) error {
 
 // startGateway starts the gateway and waits until it is ready.
 func (f *fleet) startGateway(ctx context.Context) error {
-	var err error
-	f.gateway, err = startProcess("gateway", f.logPath("gateway"), nil, filepath.Join(f.cfg.Root, "bin", "gateway"),
-		"--kubeconfig", f.kubeconfig,
+	args := []string{"--kubeconfig", f.kubeconfig,
 		"--metrics-bind-address", f.metricsAddr, "--health-probe-bind-address", f.probeAddr,
-		"--zap-log-level", "error")
+		"--zap-log-level", "error"}
+	if f.cfg.GatewayPprof != "" {
+		args = append(args, "--pprof-bind-address", f.cfg.GatewayPprof)
+	}
+	var err error
+	f.gateway, err = startProcess("gateway", f.logPath("gateway"), nil, filepath.Join(f.cfg.Root, "bin", "gateway"), args...)
 	if err != nil {
 		return err
 	}

@@ -113,6 +113,7 @@ func RenderMarkdown(res *Results, plots plotSet) string {
 	}
 
 	renderGatewayOverhead(w, res.GatewayOverhead)
+	renderProxy(w, res.Proxy, res.ProxySettings)
 	renderMicro(w, res.Micro)
 
 	w("## Reproducing\n\n")

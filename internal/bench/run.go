@@ -42,6 +42,16 @@ type Config struct {
 	APIServerPort int
 	EtcdPort      int
 
+	// SkipRouting leaves out the routing-quality section.
+	SkipRouting bool
+	// ProxyRounds is how many alternating rounds the proxy section runs; 0 leaves it out.
+	ProxyRounds int
+	// ProxyDuration is the length of one wrk run of the proxy section.
+	ProxyDuration time.Duration
+	// GatewayPprof, when set, is the address where the gateway serves pprof, to profile
+	// a run.
+	GatewayPprof string
+
 	SkipGoBench       bool
 	GatewayBenchtime  string
 	MicroBenchPattern string
@@ -107,6 +117,8 @@ type Results struct {
 	// Aggregates summarise Points per workload, strategy and rate over the seeds;
 	// WriteReport computes them from Points.
 	Aggregates      []Aggregate   `json:"aggregates,omitempty"`
+	Proxy           []ProxyResult `json:"proxy,omitempty"`
+	ProxySettings   ProxySettings `json:"proxy_settings"`
 	GatewayOverhead []GoBenchmark `json:"gateway_overhead,omitempty"`
 	Micro           []GoBenchmark `json:"micro,omitempty"`
 }
@@ -145,11 +157,21 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 
 	started := time.Now()
-	if err := runRouting(ctx, cfg, res, workloads); err != nil {
-		return nil, err
+	if !cfg.SkipRouting {
+		if err := runRouting(ctx, cfg, res, workloads); err != nil {
+			return nil, err
+		}
+		res.Settings.Elapsed = time.Since(started).Seconds()
+		cfg.logf("routing quality measured in %s", time.Since(started).Round(time.Second))
 	}
-	res.Settings.Elapsed = time.Since(started).Seconds()
-	cfg.logf("routing quality measured in %s", time.Since(started).Round(time.Second))
+	if cfg.ProxyRounds > 0 {
+		started = time.Now()
+		var err error
+		if res.Proxy, res.ProxySettings, err = runProxy(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("proxy section: %w", err)
+		}
+		cfg.logf("proxy cost measured in %s", time.Since(started).Round(time.Second))
+	}
 
 	// A failing go test benchmark does not lose the routing results: the report is written
 	// with what was measured and the error returned after.

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// wrkReport is wrk 4.1's report of a run with --latency, with errors and non-2xx answers.
+const wrkReport = `Running 8s test @ http://127.0.0.1:8000/v1/chat/completions
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   717.52us    1.02ms  30.11ms   95.07%
+    Req/Sec    11.96k     1.01k   13.92k    71.25%
+  Latency Distribution
+     50%  512.00us
+     75%  710.00us
+     90%    1.04ms
+     99%    1.25s
+  190482 requests in 8.00s, 58.31MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:  23806.53
+Transfer/sec:      7.29MB
+`
+
+func TestParseWrk(t *testing.T) {
+	r, err := parseWrk(wrkReport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RPS != 23806.53 || r.P50ms != 0.512 || r.P99ms != 1250 || r.Errors != 7 {
+		t.Errorf("parseWrk = %+v, want 23806.53 req/s, p50 0.512 ms, p99 1250 ms, 7 errors", r)
+	}
+	if _, err := parseWrk("unable to connect to 127.0.0.1:1 Connection refused"); err == nil {
+		t.Error("parseWrk of a failed run: no error")
+	}
+}
+
+func TestRenderProxy(t *testing.T) {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	renderProxy(w, []ProxyResult{
+		{Round: 1, Body: "chat", Target: "nginx", RPS: 20000, P50ms: 0.5, P99ms: 4},
+		{Round: 1, Body: "chat", Target: "switchboard", RPS: 10000, P50ms: 1.5, P99ms: 5},
+		{Round: 2, Body: "chat", Target: "nginx", RPS: 25000, P50ms: 0.4, P99ms: 4},
+		{Round: 2, Body: "chat", Target: "switchboard", RPS: 15000, P50ms: 1.2, P99ms: 5, Errors: 1},
+	}, ProxySettings{Wrk: "wrk -t2 -c16 -d8s --latency", Rounds: 2, Skipped: []string{"haproxy: not installed"}})
+	out := b.String()
+	for _, want := range []string{
+		"| chat | nginx | 20000–25000 | 0.40–0.50 | 4.00 | 0 | 1.00× |",
+		"| chat | switchboard | 10000–15000 | 1.20–1.50 | 5.00 | 1 | 0.50–0.60× |",
+		"- Not measured: haproxy: not installed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the proxy section lacks %q:\n%s", want, out)
+		}
+	}
+}
