@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -122,7 +123,9 @@ func parseFast(data []byte) (req Request, ok bool) {
 	if hasMessages {
 		req.Endpoint = EndpointChatCompletions
 	}
-	req.Prompt = string(out)
+	// out is never written again: the string shares its bytes rather than copy a prompt
+	// that may be hundreds of kilobytes long.
+	req.Prompt = unsafe.String(unsafe.SliceData(out), len(out))
 	return req, true
 }
 
@@ -198,6 +201,11 @@ func (p *fastParser) appendString(dst []byte) ([]byte, bool) {
 	v, err := p.dec.ReadValue()
 	if err != nil {
 		return dst, false
+	}
+	// A string without escapes that is valid UTF-8 decodes to its own bytes: copy them
+	// rather than unquote byte by byte. The search stops at the first escape.
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return append(dst, inner...), true
 	}
 	// The decoder has validated the string, so the only errors AppendUnquote can report
 	// are for invalid UTF-8 and unpaired surrogate escapes, which it has replaced with

@@ -78,6 +78,11 @@ func BenchmarkParseRequest(b *testing.B) {
 		{"short", func(*testing.B) []byte { return short }},
 		{"single_200KB", single},
 		{"multi_turn_200KB", multi},
+		// Plain English without characters JSON escapes, as many prompts are.
+		{"plain_200KB", func(b *testing.B) []byte {
+			return mustMarshal(b, map[string]any{"model": "llama", "max_tokens": 256, "messages": []msg{
+				{Role: "user", Content: strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200<<10/45)}}})
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			body := bc.body(b)
