@@ -64,7 +64,6 @@ func (f *fleet) clusterEnv() []string {
 // up starts the control plane, the engines and the gateway and creates every object. On
 // error the caller still calls down.
 func (f *fleet) up(ctx context.Context) error {
-	f.kubeconfig = filepath.Join(f.cfg.StateDir, "kubeconfig")
 	f.http = &http.Client{Transport: &http.Transport{
 		MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}, Timeout: 2 * time.Minute}
@@ -77,24 +76,9 @@ func (f *fleet) up(ctx context.Context) error {
 		}
 	}
 
-	f.logf("starting a private control plane (hack/cluster.sh up, API server 127.0.0.1:%d, state %s)",
-		f.cfg.APIServerPort, filepath.Join(f.cfg.StateDir, "cluster"))
-	if err := runProcess(ctx, "cluster-up", f.logPath("cluster"), f.clusterEnv(),
-		filepath.Join(f.cfg.Root, "hack", "cluster.sh"), "up"); err != nil {
+	if err := f.startCluster(ctx); err != nil {
 		return err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		return err
-	}
-	if f.client, err = client.New(rc, client.Options{Scheme: s}); err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-
 	if err := f.startEngines(ctx, f.cfg.Seed); err != nil {
 		return err
 	}
@@ -115,6 +99,31 @@ func (f *fleet) up(ctx context.Context) error {
 	}
 	f.logf("starting the gateway (listener %s)", f.gatewayURL)
 	return f.startGateway(ctx)
+}
+
+// startCluster starts the private control plane and connects f.client to it. On error
+// the caller still calls down.
+func (f *fleet) startCluster(ctx context.Context) error {
+	f.kubeconfig = filepath.Join(f.cfg.StateDir, "kubeconfig")
+	f.logf("starting a private control plane (hack/cluster.sh up, API server 127.0.0.1:%d, state %s)",
+		f.cfg.APIServerPort, filepath.Join(f.cfg.StateDir, "cluster"))
+	if err := runProcess(ctx, "cluster-up", f.logPath("cluster"), f.clusterEnv(),
+		filepath.Join(f.cfg.Root, "hack", "cluster.sh"), "up"); err != nil {
+		return err
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 2000, 4000 // the scale section creates thousands of objects
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	if f.client, err = client.New(rc, client.Options{Scheme: s}); err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	return nil
 }
 
 // startGateway starts the gateway and waits until it is ready.

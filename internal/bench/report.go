@@ -114,6 +114,7 @@ func RenderMarkdown(res *Results, plots plotSet) string {
 
 	renderGatewayOverhead(w, res.GatewayOverhead)
 	renderProxy(w, res.Proxy, res.ProxySettings)
+	renderScale(w, res.Scale)
 	renderMicro(w, res.Micro)
 
 	w("## Reproducing\n\n")

@@ -48,6 +48,10 @@ type Config struct {
 	ProxyRounds int
 	// ProxyDuration is the length of one wrk run of the proxy section.
 	ProxyDuration time.Duration
+	// ScaleEndpoints and ScaleRoutes size the scale section; 0 endpoints leaves it out.
+	ScaleEndpoints, ScaleRoutes int
+	// ScaleWindow is how long the scale section watches the idle gateway.
+	ScaleWindow time.Duration
 	// GatewayPprof, when set, is the address where the gateway serves pprof, to profile
 	// a run.
 	GatewayPprof string
@@ -119,6 +123,7 @@ type Results struct {
 	Aggregates      []Aggregate   `json:"aggregates,omitempty"`
 	Proxy           []ProxyResult `json:"proxy,omitempty"`
 	ProxySettings   ProxySettings `json:"proxy_settings"`
+	Scale           *ScaleResult  `json:"scale,omitempty"`
 	GatewayOverhead []GoBenchmark `json:"gateway_overhead,omitempty"`
 	Micro           []GoBenchmark `json:"micro,omitempty"`
 }
@@ -171,6 +176,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return nil, fmt.Errorf("proxy section: %w", err)
 		}
 		cfg.logf("proxy cost measured in %s", time.Since(started).Round(time.Second))
+	}
+	if cfg.ScaleEndpoints > 0 {
+		started = time.Now()
+		var err error
+		if res.Scale, err = runScale(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("scale section: %w", err)
+		}
+		cfg.logf("scale measured in %s", time.Since(started).Round(time.Second))
 	}
 
 	// A failing go test benchmark does not lose the routing results: the report is written
