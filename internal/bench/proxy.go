@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -126,13 +125,19 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 	return out, settings, nil
 }
 
+// peer returns the path of the peer program name, installed by Debian's package pkg,
+// and a free loopback address for it to listen on.
+func peer(name, pkg string) (bin, addr string, err error) {
+	if bin, err = exec.LookPath(name); err != nil {
+		return "", "", fmt.Errorf("not installed (apt-get install %s)", pkg)
+	}
+	addr, err = freeAddr()
+	return bin, addr, err
+}
+
 // startNginx runs nginx as a plain keep-alive reverse proxy to engine, bodies in memory.
 func startNginx(_ context.Context, dir, engine string) (*process, string, error) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		return nil, "", errors.New("not installed (apt-get install nginx-light)")
-	}
-	addr, err := freeAddr()
+	bin, addr, err := peer("nginx", "nginx-light")
 	if err != nil {
 		return nil, "", err
 	}
@@ -176,11 +181,7 @@ http {
 
 // startHAProxy runs HAProxy as a plain keep-alive reverse proxy to engine.
 func startHAProxy(_ context.Context, dir, engine string) (*process, string, error) {
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		return nil, "", errors.New("not installed (apt-get install haproxy)")
-	}
-	addr, err := freeAddr()
+	bin, addr, err := peer("haproxy", "haproxy")
 	if err != nil {
 		return nil, "", err
 	}
