@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -120,9 +121,15 @@ func (l *Listeners) sync(ctx context.Context) {
 			delete(l.unbound, addr)
 		}
 	}
+	owners := map[string]types.NamespacedName{} // Gateway by address
+	for _, gw := range l.g.Table().Gateways() {
+		for _, ip := range gw.Addresses {
+			owners[ip] = gw.Gateway
+		}
+	}
 	for _, addr := range addrs {
 		if _, ok := l.servers[addr]; !ok {
-			l.serve(ctx, addr)
+			l.serve(ctx, addr, owners)
 		}
 	}
 	l.publish()
@@ -151,17 +158,19 @@ func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]*http.Serv
 }
 
 // serve starts serving addr; an address that cannot be bound is recorded in l.unbound
-// and retried at the next sync.
-func (l *Listeners) serve(ctx context.Context, addr routetable.Addr) {
+// and retried at the next sync. owners names the Gateway of each address.
+func (l *Listeners) serve(ctx context.Context, addr routetable.Addr, owners map[string]types.NamespacedName) {
 	host := addr.IP
 	if l.opts.Host != "" {
 		host = l.opts.Host
 		for served := range l.servers {
-			if served.Port == addr.Port {
-				// Another Gateway holds this port on the shared host.
-				l.unbound[addr] = fmt.Sprintf("port %d of --listen-host %s is served for another Gateway's address %s", addr.Port, host, served.IP)
-				return
+			if served.Port != addr.Port {
+				continue
 			}
+			if owners[served.IP] != owners[addr.IP] { // another address of the same Gateway is served alike
+				l.unbound[addr] = fmt.Sprintf("port %d of --listen-host %s is served for Gateway %s", addr.Port, host, owners[served.IP])
+			}
+			return
 		}
 	}
 	hostPort := net.JoinHostPort(host, strconv.Itoa(int(addr.Port)))

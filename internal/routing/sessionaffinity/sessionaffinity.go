@@ -50,9 +50,9 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer  = (*Router)(nil)
-	_ routing.Picker  = (*Router)(nil)
-	_ routing.Learner = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+	_ routing.Learner   = (*Router)(nil)
 )
 
 // New returns a Router configured by cfg with an empty session table. The choice is
@@ -91,18 +91,42 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 // Pick returns the index of the session's endpoint among cands. It returns
 // routing.ErrUndecided for a request without a session id.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
-	id := rc.Headers.Get(r.header)
-	if id == "" {
+	i, ok := r.pick(rc, len(cands), func(i int) (endpoint.Key, bool) { return cands[i].Key, true })
+	if !ok {
 		return 0, routing.ErrUndecided
 	}
-	if key, ok := r.sessions.lookup(sessionHash(rc, id), r.now()); ok {
-		for i := range cands {
-			if cands[i].Key == key {
-				return i, nil
+	return i, nil
+}
+
+// PickPod is Pick straight from the pods, among those e admits. It declines for a
+// request without a session id, for Pick to defer to the fallback.
+func (r *Router) PickPod(rc *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+	admitted := func(i int) (endpoint.Key, bool) { return pods[i].Key, e.Admits(pods[i].Load().InFlight()) }
+	i, ok := r.pick(rc, len(pods), admitted)
+	if !ok {
+		return 0, 0, false
+	}
+	// Read again: a count grown since only fails the reservation, which decides again.
+	return i, pods[i].Load().InFlight(), true
+}
+
+// pick returns the index of the session's endpoint among n endpoints, of which key
+// returns each one's key and whether it may be chosen: the one the session table names,
+// or else the one rendezvous hashing ranks first. It reports false for a request without
+// a session id or when no endpoint may be chosen.
+func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) (endpoint.Key, bool)) (int, bool) {
+	id := rc.Headers.Get(r.header)
+	if id == "" {
+		return 0, false
+	}
+	if known, ok := r.sessions.lookup(sessionHash(rc, id), r.now()); ok {
+		for i := range n {
+			if k, ok := key(i); ok && k == known {
+				return i, true
 			}
 		}
 	}
-	return rendezvous(id, cands), nil
+	return rendezvous(id, n, key)
 }
 
 // Learn records that chosen served the request's session, starting its TTL anew. It
@@ -125,22 +149,27 @@ func sessionHash(rc *routing.RoutingContext, id string) uint64 {
 	return d.Sum64()
 }
 
-// rendezvous returns the index of the candidate with the highest weight for session id,
-// breaking (astronomically unlikely) equal weights by the smaller key so that the
-// choice does not depend on the candidates' order.
-func rendezvous(id string, cands []routing.Candidate) int {
+// rendezvous returns the index of the endpoint with the highest weight for session id
+// among the n that key admits, breaking (astronomically unlikely) equal weights by the
+// smaller key so that the choice does not depend on the endpoints' order. It reports
+// false when key admits none.
+func rendezvous(id string, n int, key func(int) (endpoint.Key, bool)) (int, bool) {
 	var session xxhash.Digest
 	session.Reset()
 	_, _ = session.WriteString(id)
 	_, _ = session.WriteString("\x00")
-	best, bestWeight := 0, weight(session, cands[0].Key)
-	for i := 1; i < len(cands); i++ {
-		w := weight(session, cands[i].Key)
-		if w > bestWeight || w == bestWeight && less(cands[i].Key, cands[best].Key) {
-			best, bestWeight = i, w
+	best, bestKey, bestWeight := -1, endpoint.Key{}, uint64(0)
+	for i := range n {
+		k, ok := key(i)
+		if !ok {
+			continue
+		}
+		w := weight(session, k)
+		if best < 0 || w > bestWeight || w == bestWeight && less(k, bestKey) {
+			best, bestKey, bestWeight = i, k, w
 		}
 	}
-	return best
+	return best, best >= 0
 }
 
 // weight returns the rendezvous weight of key given session, a digest of the session id

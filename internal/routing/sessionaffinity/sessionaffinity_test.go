@@ -399,3 +399,37 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestPickPodAgreesWithPick checks that choosing straight from the pods picks what Pick
+// picks among the Candidates of the pods the limit admits, for known and new sessions.
+func TestPickPodAgreesWithPick(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 12)
+	for i := range 12 {
+		fleet.Reserve(i, i%3)
+	}
+	r := newRouter(newClock())
+	for i := range 200 {
+		rc := fleet.Context(session(fmt.Sprintf("s%d", i%40)))
+		for _, limit := range []int64{0, 2, 1} {
+			e := routing.Eligibility{Limit: limit}
+			var admitted []routing.Candidate
+			for _, c := range routingtest.Candidates(rc) {
+				if e.Admits(c.InFlight) {
+					admitted = append(admitted, c)
+				}
+			}
+			want, err := r.Pick(rc, admitted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, n, ok := r.PickPod(rc, rc.Candidates, e)
+			if !ok || rc.Candidates[got] != admitted[want].Pod || n != admitted[want].InFlight {
+				t.Fatalf("session %d, limit %d: PickPod = %d (%d in flight, %t), Pick chose %s", i%40, limit, got, n, ok, admitted[want].Key)
+			}
+		}
+		r.Learn(rc, rc.Candidates[i%12]) // some sessions become known, on any pod
+	}
+	if _, _, ok := r.PickPod(fleet.Context(routing.Request{}), fleet.Pods(), routing.Eligibility{}); ok {
+		t.Error("PickPod without a session id did not decline")
+	}
+}
