@@ -92,7 +92,7 @@ func (x *exchange) servePlain() {
 		}
 		x.body = body
 	} else {
-		x.stream = &onceBody{r: x.r.Body}
+		x.stream = &onceBody{r: x.r.Body, left: x.r.ContentLength}
 	}
 	x.proxy()
 }
@@ -502,14 +502,35 @@ func copyHeaders(dst, src http.Header) {
 // onceBody is a plain request's body, streamed to the first endpoint that reads it. It
 // records whether any byte was read, so that a connection failure before that can be
 // retried elsewhere, and never closes the client's body (the server does).
+//
+// A body of known length ends at that length without another read of the client's body:
+// the transport reads once more after the last byte to check that nothing follows, and
+// the engine may have answered by then, so that the gateway has relayed the response
+// headers — after which HTTP/1 forbids reading the request body, the read fails and the
+// transport drops the connection with the answer in it.
 type onceBody struct {
-	r    io.Reader
+	r io.Reader
+	// left is how many bytes remain of a body of known length; -1 when it is unknown.
+	left int64
 	read atomic.Bool
 }
 
 func (b *onceBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
-	return b.r.Read(p)
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	if b.left > 0 && int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	if b.left > 0 {
+		b.left -= int64(n)
+		if b.left == 0 && err == nil {
+			err = io.EOF
+		}
+	}
+	return n, err
 }
 
 // started reports whether an upstream request has read from the body.
