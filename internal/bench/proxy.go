@@ -294,7 +294,7 @@ func renderProxy(w writef, rs []ProxyResult, s ProxySettings) {
 	if len(rs) == 0 && len(s.Skipped) == 0 {
 		return
 	}
-	w("## Proxy cost\n\n")
+	w("## 3. Proxy cost\n\n")
 	w("The gateway beside nginx and HAProxy as plain keep-alive reverse proxies, in front of one engine-sim that answers at once ")
 	w("(`--time-scale 0`), each loaded with `%s` POSTing a chat completion, in %d alternating rounds ", s.Wrk, s.Rounds)
 	w("(direct, HAProxy, nginx, the gateway). The gateway serves the request on a rule with a least-request RoutingPolicy: it reads ")

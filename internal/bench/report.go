@@ -432,7 +432,7 @@ func renderMicro(w writef, bs []GoBenchmark) {
 		}
 		return GoBenchmark{}, false
 	}
-	w("## 3. Concurrency\n\n")
+	w("## 5. Concurrency\n\n")
 	if _, ok := get("BenchmarkListEndpoints/snapshot/serial"); ok {
 		w("`BenchmarkListEndpoints` (internal/cache): listing a model's endpoints from the copy-on-write snapshot registry ")
 		w("versus the global-`RWMutex` reference design, serially and from parallel readers while a writer churns pods.\n\n")

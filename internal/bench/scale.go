@@ -253,7 +253,7 @@ func renderScale(w writef, r *ScaleResult) {
 	if r == nil {
 		return
 	}
-	w("## Scale\n\n")
+	w("## 4. Scale\n\n")
 	w("One gateway reading %d engine pods (%d models, one in ten each, all behind one Service) and %d HTTPRoutes, each with its own ", r.Endpoints, r.Models, r.Routes)
 	w("hostname, a least-request RoutingPolicy and that Service as backend. The pods are ready on addresses where nothing listens, ")
 	w("so the scraper tries every one of them and backs off. Figures from the gateway's own metrics, %.0f s after it became ready.\n\n", r.WindowSeconds)
