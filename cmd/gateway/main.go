@@ -53,6 +53,7 @@ func main() {
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
 	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")
 	flag.DurationVar(&scrape.Timeout, "metrics-scrape-timeout", time.Second, "Timeout of one engine metrics scrape.")
+	flag.IntVar(&scrape.MaxConcurrent, "metrics-scrape-max-concurrent", cache.DefaultScrapeMaxConcurrent, "Engines scraped (or listed) at once.")
 	flag.DurationVar(&drain, "drain-timeout", 30*time.Second, "Longest wait for in-flight requests on shutdown.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

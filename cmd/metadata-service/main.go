@@ -32,6 +32,7 @@ func main() {
 	flag.StringVar(&c.probeAddr, "health-probe-bind-address", ":8092", "Address of /healthz and /readyz.")
 	flag.DurationVar(&c.cache.Scrape.Interval, "metrics-scrape-interval", cache.DefaultScrapeInterval, "Interval between two scrapes of an engine's /metrics.")
 	flag.DurationVar(&c.cache.Scrape.Timeout, "metrics-scrape-timeout", cache.DefaultScrapeTimeout, "Timeout of one engine metrics scrape.")
+	flag.IntVar(&c.cache.Scrape.MaxConcurrent, "metrics-scrape-max-concurrent", cache.DefaultScrapeMaxConcurrent, "Engines scraped (or listed) at once.")
 	flag.DurationVar(&c.cache.StaleAfter, "metrics-stale-after", 0, "Age beyond which an endpoint's metrics are reported stale; 0 means ten scrape intervals.")
 	flag.DurationVar(&c.drain, "drain-timeout", metadata.DefaultDrainTimeout, "Longest wait for in-flight requests on shutdown.")
 	zapOpts := zap.Options{}
