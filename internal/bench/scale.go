@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -183,39 +183,18 @@ func (f *fleet) scaleRoute(ctx context.Context, ns string, i int) error {
 	return nil
 }
 
-// parallel runs do(i) for i in [0, n) on workers goroutines and returns the first error.
+// parallel runs do(i) for i in [0, n) on at most workers goroutines and returns the
+// first error, which cancels the rest.
 func parallel(ctx context.Context, workers, n int, do func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan int)
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := do(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-				}
-			}
-		})
-	}
-feed:
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+		if ctx.Err() != nil {
+			break
 		}
+		g.Go(func() error { return do(ctx, i) })
 	}
-	close(next)
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
+	return g.Wait()
 }
 
 // gatewayMetrics reads the gauges and counters of the gateway's metrics endpoint, by name.

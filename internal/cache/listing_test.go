@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,8 +16,9 @@ import (
 // fakeEngine serves /metrics and a /v1/models listing the test can change.
 type fakeEngine struct {
 	*httptest.Server
-	// scrapes and listings count the /metrics and /v1/models requests received.
-	scrapes, listings atomic.Int64
+	// scrapes and listings count the /metrics and /v1/models requests received, conns
+	// the connections accepted.
+	scrapes, listings, conns atomic.Int64
 
 	mu     sync.Mutex
 	models []ListedModel
@@ -26,7 +28,7 @@ type fakeEngine struct {
 func newFakeEngine(t *testing.T, models []ListedModel) *fakeEngine {
 	t.Helper()
 	e := &fakeEngine{models: models}
-	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
 			e.scrapes.Add(1)
 			_, _ = io.WriteString(w, runningBody(1))
@@ -43,6 +45,12 @@ func newFakeEngine(t *testing.T, models []ListedModel) *fakeEngine {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": models})
 	}))
+	e.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.conns.Add(1)
+		}
+	}
+	e.Start()
 	t.Cleanup(e.Close)
 	return e
 }

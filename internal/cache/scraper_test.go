@@ -250,49 +250,19 @@ func TestScraperHangingEnginesDoNotStarveOthers(t *testing.T) {
 	}
 }
 
-// connEngine serves a small /metrics body and an empty model listing, and counts the
-// requests it answers and the connections it accepts.
-type connEngine struct {
-	*httptest.Server
-	scrapes, listings, conns atomic.Int64
-}
-
-func newConnEngine(t *testing.T) *connEngine {
-	t.Helper()
-	e := &connEngine{}
-	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" {
-			e.scrapes.Add(1)
-			_, _ = io.WriteString(w, runningBody(1))
-			return
-		}
-		e.listings.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
-	}))
-	e.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			e.conns.Add(1)
-		}
-	}
-	e.Start()
-	t.Cleanup(e.Close)
-	return e
-}
-
 func TestScraperKeepsOneConnectionPerEngine(t *testing.T) {
 	// More engines than http.DefaultTransport keeps idle connections for (100).
-	engines := make([]*connEngine, 120)
+	engines := make([]*fakeEngine, 120)
 	c := New()
 	for i := range engines {
-		engines[i] = newConnEngine(t)
+		engines[i] = newFakeEngine(t, nil)
 		c.UpsertPod(makePod(fmt.Sprintf("p%d", i)).ServedBy(engines[i].Server).Build())
 	}
 	// A scrape that timed out would rightly close its connection: leave time enough.
 	startScraper(t, c, ScrapeOptions{Interval: 50 * time.Millisecond, ModelsRefreshInterval: 100 * time.Millisecond, Timeout: time.Minute})
 
 	waitUntil(t, "every engine is scraped 10 times and listed 3 times", func() bool {
-		return !slices.ContainsFunc(engines, func(e *connEngine) bool { return e.scrapes.Load() < 10 || e.listings.Load() < 3 })
+		return !slices.ContainsFunc(engines, func(e *fakeEngine) bool { return e.scrapes.Load() < 10 || e.listings.Load() < 3 })
 	})
 	for i, e := range engines {
 		if n := e.conns.Load(); n != 1 {
@@ -321,7 +291,7 @@ func TestScraperBacksOffFailingEngines(t *testing.T) {
 		_, _ = io.WriteString(w, runningBody(1))
 	}))
 	t.Cleanup(flaky.Close)
-	witness := newConnEngine(t)
+	witness := newFakeEngine(t, nil)
 	c := New()
 	c.UpsertPod(makePod("flaky").ServedBy(flaky).Build())
 	c.UpsertPod(makePod("witness").ServedBy(witness.Server).Build())

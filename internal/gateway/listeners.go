@@ -105,7 +105,8 @@ func (l *Listeners) Start(ctx context.Context) error {
 
 // sync opens the addresses of the current listeners and closes the others.
 func (l *Listeners) sync(ctx context.Context) {
-	addrs := l.g.Table().Addrs()
+	table := l.g.Table()
+	addrs := table.Addrs()
 	var gone []routetable.Addr
 	for addr := range l.servers {
 		if !slices.Contains(addrs, addr) {
@@ -121,11 +122,9 @@ func (l *Listeners) sync(ctx context.Context) {
 			delete(l.unbound, addr)
 		}
 	}
-	owners := map[string]types.NamespacedName{} // Gateway by address
-	for _, gw := range l.g.Table().Gateways() {
-		for _, ip := range gw.Addresses {
-			owners[ip] = gw.Gateway
-		}
+	var owners map[string]types.NamespacedName // Gateway by address, for a shared host
+	if l.opts.Host != "" {
+		owners = gatewaysByAddress(table)
 	}
 	for _, addr := range addrs {
 		if _, ok := l.servers[addr]; !ok {
@@ -133,6 +132,17 @@ func (l *Listeners) sync(ctx context.Context) {
 		}
 	}
 	l.publish()
+}
+
+// gatewaysByAddress returns the Gateway of each address of table.
+func gatewaysByAddress(table *routetable.Table) map[string]types.NamespacedName {
+	owners := map[string]types.NamespacedName{}
+	for _, gw := range table.Gateways() {
+		for _, ip := range gw.Addresses {
+			owners[ip] = gw.Gateway
+		}
+	}
+	return owners
 }
 
 // publish stores the report of l.unbound, sorted by address.
@@ -158,7 +168,8 @@ func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]*http.Serv
 }
 
 // serve starts serving addr; an address that cannot be bound is recorded in l.unbound
-// and retried at the next sync. owners names the Gateway of each address.
+// and retried at the next sync. owners names the Gateway of each address when the
+// listeners share opts.Host.
 func (l *Listeners) serve(ctx context.Context, addr routetable.Addr, owners map[string]types.NamespacedName) {
 	host := addr.IP
 	if l.opts.Host != "" {

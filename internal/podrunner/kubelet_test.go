@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchboard-llm/switchboard/internal/podrunner/ipam"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 // kubelet is a runner's kubelet endpoint in a test, with pod ns/p (containers c and d)
@@ -276,43 +275,21 @@ func TestKubeletRequiresAClientCertificateSignedByTheCA(t *testing.T) {
 
 // newCA returns a self-signed CA certificate and its key.
 func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
+	ca, key, _ := testenv.Certificate(t, &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubelet-client-ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, nil, nil)
 	return ca, key
 }
 
 // signedClientCert returns a client certificate that ca signed.
 func signedClientCert(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
+	_, key, der := testenv.Certificate(t, &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, ca, caKey)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 

@@ -20,15 +20,11 @@ import (
 // key, and a pool that trusts the certificate, for clients of a server presenting it.
 func TLSSecret(t testing.TB, ns, name string, hosts ...string) (*corev1.Secret, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		t.Fatal(err)
 	}
-	template := &x509.Certificate{
+	cert, key, der := Certificate(t, &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: name},
 		DNSNames:              hosts,
@@ -38,16 +34,8 @@ func TLSSecret(t testing.TB, ns, name string, hosts ...string) (*corev1.Secret, 
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, nil, nil)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,4 +49,26 @@ func TLSSecret(t testing.TB, ns, name string, hosts ...string) (*corev1.Secret, 
 			corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 		},
 	}, pool
+}
+
+// Certificate issues a certificate from template for a new P-256 key, signed by parent
+// with parentKey, or self-signed when parent is nil, and returns it, its key and its DER.
+func Certificate(t testing.TB, template, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent == nil {
+		parent, parentKey = template, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key, der
 }

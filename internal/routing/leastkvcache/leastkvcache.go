@@ -76,12 +76,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, pods []*cache.Pod, e routin
 		if !ok {
 			continue
 		}
-		switch {
-		case first < 0:
+		if first < 0 {
 			first, best, ties = i, c, 1
-		case c.compare(best) < 0:
+			continue
+		}
+		switch c.compare(best) {
+		case -1:
 			first, best, ties = i, c, 1
-		case c.compare(best) == 0:
+		case 0:
 			ties++
 		}
 	}
