@@ -52,26 +52,29 @@ type Tracker struct{}
 
 // Reserve counts one request with tokensIn prompt tokens on p and on m.
 func (Tracker) Reserve(m *Model, p *Pod, tokensIn int64) *Reservation {
-	r, _ := Tracker{}.TryReserve(m, p, 0, tokensIn)
+	r := new(Reservation)
+	Tracker{}.TryReserveInto(r, m, p, 0, tokensIn)
 	return r
 }
 
-// TryReserve is Reserve if p has fewer than limit requests in flight, checked and
-// incremented in one atomic step; limit <= 0 means no limit. It reports false, and
-// reserves nothing, when p is at the limit. A nil m counts the request on p alone: a
-// plain Gateway API request, which names no model.
-func (Tracker) TryReserve(m *Model, p *Pod, limit, tokensIn int64) (*Reservation, bool) {
-	if !p.load.tryAcquire(limit) {
-		return nil, false
+// TryReserveInto is Reserve into r, an unused Reservation, if p has fewer than limit
+// requests in flight, checked and incremented in one atomic step; limit <= 0 means no
+// limit. It reports false, and reserves nothing, when p is at the limit. A nil m counts
+// the request on p alone: a plain Gateway API request, which names no model. Reserving
+// into the caller's memory lets a routing decision allocate nothing.
+func (Tracker) TryReserveInto(r *Reservation, m *Model, p *Pod, limit, tokensIn int64) bool {
+	l := p.Load()
+	if !l.tryAcquire(limit) {
+		return false
 	}
-	p.load.tokensIn.Add(tokensIn)
-	r := &Reservation{pod: p}
+	l.tokensIn.Add(tokensIn)
+	r.pod = p
 	if m != nil {
 		m.load.inFlight.Add(1)
 		m.load.tokensIn.Add(tokensIn)
 		r.model = m.load
 	}
-	return r, true
+	return true
 }
 
 // Queue records that a request started waiting for the target counted by l and returns a
@@ -94,8 +97,9 @@ func (t *Ticket) Done() {
 }
 
 // Reservation is one request's claim on an endpoint, counted on both the endpoint and the
-// model (on the endpoint alone for a request that names no model). Release may be called any number of times from any goroutine; only the first
-// call has an effect.
+// model (on the endpoint alone for a request that names no model). Release may be called
+// any number of times from any goroutine; only the first call has an effect. A
+// Reservation MUST NOT be copied once made.
 type Reservation struct {
 	once  sync.Once
 	pod   *Pod
@@ -109,7 +113,7 @@ func (r *Reservation) Pod() *Pod { return r.pod }
 // model counters.
 func (r *Reservation) Release(tokensOut int64) {
 	r.once.Do(func() {
-		for _, l := range [...]*Load{r.pod.load, r.model} {
+		for _, l := range [...]*Load{r.pod.Load(), r.model} {
 			if l != nil {
 				l.tokensOut.Add(tokensOut)
 				l.inFlight.Add(-1)

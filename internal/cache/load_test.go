@@ -59,7 +59,7 @@ func TestTryReserveLimitConcurrent(t *testing.T) {
 	)
 	for range goroutines {
 		wg.Go(func() {
-			if r, ok := (Tracker{}).TryReserve(m, p, limit, 1); ok {
+			if r := new(Reservation); (Tracker{}).TryReserveInto(r, m, p, limit, 1) {
 				mu.Lock()
 				got = append(got, r)
 				mu.Unlock()

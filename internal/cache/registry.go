@@ -19,26 +19,33 @@ import (
 type Pod struct {
 	endpoint.Endpoint
 
-	// load is written by reservations and read by anyone; shared across versions.
-	load *Load
-	// metrics is stored by SetMetrics (scrapers) and loaded by anyone.
-	metrics *atomic.Pointer[endpoint.Metrics]
+	// hot holds the request counters, written by reservations, and the metrics summary;
+	// state holds hot and the metrics, stored by SetMetrics (scrapers). Both are read by
+	// anyone and shared across versions.
+	hot   *Hot
+	state *podState
+	// gen is the state's gen when this version was published; the metrics of a scrape
+	// of an older gen (the pod moved since) are discarded.
+	gen uint64
 	// session identifies the engine session this version belongs to (see Cache); a model
 	// listing of another session is discarded.
 	session uint64
 }
 
 // Load returns the pod's request counters.
-func (p *Pod) Load() *Load { return p.load }
+func (p *Pod) Load() *Load { return &p.hot.Load }
+
+// Hot returns the pod's hot cell.
+func (p *Pod) Hot() *Hot { return p.hot }
 
 // Metrics returns the latest metrics snapshot, or nil before the first scrape. The
 // returned value is never modified.
-func (p *Pod) Metrics() *endpoint.Metrics { return p.metrics.Load() }
+func (p *Pod) Metrics() *endpoint.Metrics { return p.state.metrics.Load() }
 
 // FreshMetrics returns the latest metrics snapshot if it is at most maxAge old at now, and
 // nil when there is none or it is stale. Routers treat nil as unknown.
 func (p *Pod) FreshMetrics(now time.Time, maxAge time.Duration) *endpoint.Metrics {
-	m := p.metrics.Load()
+	m := p.Metrics()
 	if m == nil || m.Stale(now, maxAge) {
 		return nil
 	}
@@ -56,7 +63,7 @@ type Model struct {
 
 	// endpoints is sorted by key and never modified after publication: asBase when any
 	// pod serves the name as its base model, otherwise asAdapter.
-	endpoints []*Pod
+	endpoints PodSet
 	// asBase and asAdapter are the routable pods that serve the name as their base model
 	// and as a LoRA adapter, sorted by key and never modified after publication.
 	asBase, asAdapter []*Pod
@@ -69,11 +76,15 @@ type Model struct {
 func (m *Model) IsAdapter() bool { return m.Name != m.BaseModel }
 
 // Endpoints returns a fresh slice of the routable pods serving the model, sorted by key.
-func (m *Model) Endpoints() []*Pod { return slices.Clone(m.endpoints) }
+func (m *Model) Endpoints() []*Pod { return slices.Clone(m.endpoints.Pods) }
 
 // Pods is Endpoints without the copy, for the request path: the slice is shared with
 // every reader and MUST NOT be modified.
-func (m *Model) Pods() []*Pod { return m.endpoints }
+func (m *Model) Pods() []*Pod { return m.endpoints.Pods }
+
+// PodSet is Pods with their hot cells, as routing decisions take candidates. It is shared
+// with every reader and MUST NOT be modified.
+func (m *Model) PodSet() PodSet { return m.endpoints }
 
 // Load returns the model's request counters.
 func (m *Model) Load() *Load { return m.load }
@@ -117,9 +128,9 @@ func (s *snapshot) pod(k endpoint.Key) (*Pod, bool) {
 
 // podRecord is the writer's copy of one pod's input and shared state.
 type podRecord struct {
-	ep      endpoint.Endpoint
-	load    *Load
-	metrics *atomic.Pointer[endpoint.Metrics]
+	ep    endpoint.Endpoint
+	state *podState
+	gen   uint64 // the state's gen for ep's address and port
 	// session is the pod's current engine session; see Cache.
 	session uint64
 	// listing is the latest successful model listing of the session; nil before the first.
@@ -189,7 +200,7 @@ type Reader struct {
 // (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter, SetModelListing,
 // ForgetModelListing) hold mu, update the writer-owned records and publish a new
 // snapshot; a listing republishes only its pod, and only when the pod's served adapters
-// change. SetMetrics swaps one pod's metrics pointer without locking or publishing,
+// change. SetMetrics stores one pod's metrics in its hot cell without publishing,
 // unless the adapters named by lora_requests_info change.
 type Cache struct {
 	Reader
@@ -202,6 +213,8 @@ type Cache struct {
 	pods       map[endpoint.Key]*podRecord
 	adapters   map[endpoint.Key]adapterRecord
 	modelLoads map[string]*Load
+	// cells allocates the pods' hot cells.
+	cells hotAllocator
 	// sessions is the last engine session number handed out.
 	sessions uint64
 }
@@ -272,10 +285,13 @@ func (r Reader) Models() []string { return slices.Clone(r.snap.Load().modelNames
 // time), or the recorded adapters may lag the stored snapshot.
 func (c *Cache) SetMetrics(scraped *Pod, m endpoint.Metrics) bool {
 	p, ok := c.Pod(scraped.Key)
-	if !ok || p.metrics != scraped.metrics {
+	if !ok || p.state != scraped.state || p.gen != scraped.gen {
 		return false
 	}
-	old := p.metrics.Swap(&m)
+	old, ok := p.state.store(scraped.gen, &m)
+	if !ok {
+		return false
+	}
 	var before endpoint.LoRAState
 	if old != nil {
 		before = old.LoRA
@@ -304,7 +320,7 @@ func (c *Cache) setLoRASeen(scraped *Pod, names []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec, ok := c.pods[scraped.Key]
-	if !ok || rec.metrics != scraped.metrics {
+	if !ok || rec.state != scraped.state || rec.gen != scraped.gen {
 		return
 	}
 	rec.loraSeen = names
@@ -366,11 +382,11 @@ func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	rec, ok := c.pods[e.Key]
 	switch {
 	case !ok:
-		rec = &podRecord{load: new(Load), metrics: new(atomic.Pointer[endpoint.Metrics])}
+		rec = &podRecord{state: &podState{hot: c.cells.next()}}
 		c.pods[e.Key] = rec
 		c.newSession(rec)
 	case rec.ep.Address != e.Address || rec.ep.Port != e.Port:
-		rec.metrics = new(atomic.Pointer[endpoint.Metrics])
+		rec.gen = rec.state.reset()
 		rec.loraSeen = nil
 		c.newSession(rec)
 	case rec.ep.Routable() && !e.Routable():
@@ -457,7 +473,7 @@ func (c *Cache) publishPod(k endpoint.Key) {
 	if rec, ok := c.pods[k]; ok {
 		ep := rec.ep
 		ep.Adapters = c.servedAdapters(k, rec)
-		p = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics, session: rec.session}
+		p = &Pod{Endpoint: ep, hot: rec.state.hot, state: rec.state, gen: rec.gen, session: rec.session}
 		rec.published = p
 		next.pods[shard][k] = p
 		if p.IsEngine() && p.Routable() {
@@ -521,10 +537,12 @@ func insertSorted(pods []*Pod, p *Pod) []*Pod {
 // name some pod serves as its base model is routed to those pods only. The caller holds
 // c.mu.
 func (c *Cache) newModel(name string, asBase, asAdapter []*Pod) *Model {
-	m := &Model{Name: name, BaseModel: name, endpoints: asBase, asBase: asBase, asAdapter: asAdapter, load: c.modelLoad(name)}
+	m := &Model{Name: name, BaseModel: name, asBase: asBase, asAdapter: asAdapter, load: c.modelLoad(name)}
 	if len(asBase) == 0 {
-		m.endpoints = asAdapter
+		m.endpoints = NewPodSet(asAdapter)
 		m.BaseModel = asAdapter[0].BaseModel
+	} else {
+		m.endpoints = NewPodSet(asBase)
 	}
 	return m
 }
@@ -631,7 +649,7 @@ func (c *Cache) publish() {
 		if rec.published == nil || !slices.Equal(rec.published.Adapters, adapters) {
 			ep := rec.ep
 			ep.Adapters = adapters
-			rec.published = &Pod{Endpoint: ep, load: rec.load, metrics: rec.metrics, session: rec.session}
+			rec.published = &Pod{Endpoint: ep, hot: rec.state.hot, state: rec.state, gen: rec.gen, session: rec.session}
 		}
 		p := rec.published
 		next.pods[shardOf(k)][k] = p

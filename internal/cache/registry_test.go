@@ -280,11 +280,14 @@ func TestSetMetrics(t *testing.T) {
 	for _, move := range moves {
 		before, _ := c.Pod(k)
 		c.UpsertPod(move.pod.Build())
-		if p, _ := c.Pod(k); p.Metrics() != nil {
-			t.Errorf("%s: metrics kept", move.name)
+		if p, _ := c.Pod(k); p.Metrics() != nil || p.Hot().Summary() != (endpoint.Summary{}) {
+			t.Errorf("%s: metrics kept (summary %+v)", move.name, p.Hot().Summary())
 		}
-		if c.SetMetrics(before, endpoint.Metrics{Running: 9}) {
+		if c.SetMetrics(before, endpoint.Metrics{Running: 9, ScrapedAt: time.Now()}) {
 			t.Errorf("%s: a scrape of the old address stored", move.name)
+		}
+		if p, _ := c.Pod(k); p.Hot().Summary().Running != 0 {
+			t.Errorf("%s: a scrape of the old address reached the summary", move.name)
 		}
 	}
 
@@ -299,7 +302,7 @@ func describe(s *snapshot) []string {
 	var out []string
 	for name, m := range s.models {
 		line := name + " base=" + m.BaseModel + ":"
-		for _, p := range m.endpoints {
+		for _, p := range m.endpoints.Pods {
 			line += " " + p.Key.String()
 		}
 		out = append(out, line)

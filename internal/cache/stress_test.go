@@ -158,7 +158,7 @@ func TestStressReadersNeverSeeTornSnapshots(t *testing.T) {
 				if !ok {
 					continue
 				}
-				held := m.endpoints
+				held := m.endpoints.Pods
 				before := slices.Clone(held)
 				if err := checkPodsOf(model, m.Endpoints()); err != nil {
 					fail(err)

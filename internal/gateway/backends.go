@@ -92,18 +92,18 @@ func (c *backendChoice) reset() { clear(c.skipped) }
 //
 // The set without exclusions is computed once per version of the pods and Services and
 // shared by every request until either changes; it MUST NOT be modified.
-func (g *Gateway) candidates(backend routetable.Backend, model *cache.Model, exclude map[*cache.Pod]bool) (cache.Service, []*cache.Pod) {
+func (g *Gateway) candidates(backend routetable.Backend, model *cache.Model, exclude map[*cache.Pod]bool) (cache.Service, cache.PodSet) {
 	set := g.candidateSet(backend, model)
 	if len(exclude) == 0 {
 		return set.svc, set.pods
 	}
-	out := make([]*cache.Pod, 0, len(set.pods))
-	for _, p := range set.pods {
+	out := make([]*cache.Pod, 0, set.pods.Len())
+	for _, p := range set.pods.Pods {
 		if !exclude[p] {
 			out = append(out, p)
 		}
 	}
-	return set.svc, out
+	return set.svc, cache.NewPodSet(out)
 }
 
 // candidateKey names a candidate set: a backend's Service and port, and a model ("" on
@@ -117,7 +117,7 @@ type candidateKey struct {
 // candidateSet is a backend's Service and the pods it may send a model's requests to.
 type candidateSet struct {
 	svc  cache.Service
-	pods []*cache.Pod
+	pods cache.PodSet
 }
 
 // candidateSets are the candidate sets computed from one version of the pods (pods) and
@@ -176,7 +176,7 @@ func (g *Gateway) computeCandidates(backend routetable.Backend, model *cache.Mod
 			out = append(out, p)
 		}
 	}
-	return &candidateSet{svc: svc, pods: slices.Clip(out)}
+	return &candidateSet{svc: svc, pods: cache.NewPodSet(slices.Clip(out))}
 }
 
 // servesModel reports whether a backend of rule selects any pod, ready or not, whose

@@ -123,8 +123,10 @@ func (x *exchange) proxy() {
 		}
 		backend := rule.Backends[b]
 		svc, cands := x.g.candidates(backend, x.model, exclude)
-		cands = x.g.outliers.Filter(cands, x.outlier)
-		if len(cands) == 0 {
+		if healthy := x.g.outliers.Filter(cands.Pods, x.outlier); len(healthy) < cands.Len() {
+			cands = cache.NewPodSet(healthy)
+		}
+		if cands.Len() == 0 {
 			backends.skip(b) // its share goes to the backends that can serve
 			continue
 		}
@@ -248,14 +250,14 @@ func (x *exchange) noBackendLeft(err error, lastFailure *Error) error {
 }
 
 // route lets the exchange's router pick and reserve one of cands.
-func (x *exchange) route(cands []*cache.Pod) (*routing.Target, error) {
+func (x *exchange) route(cands cache.PodSet) (*routing.Target, error) {
 	return x.g.route(x.r.Context(), x.r.Header, x.req, x.model, x.router, x.strategy, cands)
 }
 
 // route lets router, the router of strategy, pick and reserve one of cands for req on
 // model (nil for a plain request), waiting while it is queued.
 func (g *Gateway) route(ctx context.Context, headers http.Header, req openai.Request, model *cache.Model,
-	router routing.Router, strategy v1alpha1.Strategy, cands []*cache.Pod) (*routing.Target, error) {
+	router routing.Router, strategy v1alpha1.Strategy, cands cache.PodSet) (*routing.Target, error) {
 	rc := routing.NewRoutingContext(ctx, routing.Request{
 		Model:        req.Model,
 		Prompt:       req.Prompt,

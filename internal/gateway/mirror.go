@@ -18,10 +18,10 @@ func (g *Gateway) mirror(r *http.Request, rule *routetable.Rule, prefix string, 
 			continue
 		}
 		svc, cands := g.candidates(m.Backend, nil, nil)
-		if len(cands) == 0 {
+		if cands.Len() == 0 {
 			continue
 		}
-		pod := cands[g.opts.Random(len(cands))]
+		pod := cands.Pods[g.opts.Random(cands.Len())]
 		port, _ := svc.TargetPort(m.Port, pod)
 		select {
 		case g.mirrors <- struct{}{}:

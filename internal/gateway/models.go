@@ -53,7 +53,7 @@ func (g *Gateway) servedModels(rule *routetable.Rule) []openai.Model {
 	bases := map[string]string{} // model name -> base model
 	for _, b := range rule.Backends {
 		_, pods := g.candidates(b, nil, nil)
-		for _, p := range pods {
+		for _, p := range pods.Pods {
 			if !p.IsEngine() {
 				continue
 			}

@@ -67,7 +67,7 @@ func (p *Picker) Pick(ctx context.Context, headers http.Header, body []byte) (en
 	if err != nil {
 		return "", nil, errInternal("default strategy: " + err.Error())
 	}
-	target, err := g.route(ctx, headers, req, model, router, strategy, cands)
+	target, err := g.route(ctx, headers, req, model, router, strategy, cache.NewPodSet(cands))
 	if err != nil {
 		return "", nil, err
 	}

@@ -42,17 +42,18 @@ type Picker interface {
 	Pick(rc *RoutingContext, cands []Candidate) (int, error)
 }
 
-// PodPicker is a Picker that can also choose straight from the candidate pods, reading
-// only what it needs of each (an index, a counter), so that a decision builds no
-// Candidate per endpoint. The router calls PickPod first and Pick when PickPod declines.
+// PodPicker is a Picker that can also choose straight from the context's candidates,
+// reading only what it needs of each (the hot cell's counters and metric summary, rc.Cells),
+// so that a decision builds no Candidate per endpoint. The router calls PickPod first
+// and Pick when PickPod declines.
 type PodPicker interface {
 	Picker
-	// PickPod returns the index in pods of the chosen pod and the in-flight count it read
-	// for it, choosing among the pods e admits as Pick would among their Candidates. ok is
-	// false when it declines, such as when e admits no pod. pods is never empty. PickPod
-	// may be called again for the same request if the chosen pod was reserved by another
-	// request meanwhile.
-	PickPod(rc *RoutingContext, pods []*cache.Pod, e Eligibility) (i int, inFlight int64, ok bool)
+	// PickPod returns the index in rc.Candidates of the chosen pod and the in-flight
+	// count it read for it, choosing among the pods e admits as Pick would among their
+	// Candidates. ok is false when it declines, such as when e admits no pod.
+	// rc.Candidates is never empty. PickPod may be called again for the same request if
+	// the chosen pod was reserved by another request meanwhile.
+	PickPod(rc *RoutingContext, e Eligibility) (i int, inFlight int64, ok bool)
 }
 
 // Eligibility is how a PodPicker sees the pods as the router would offer them as
@@ -66,6 +67,10 @@ type Eligibility struct {
 
 // Admits reports whether a pod with inFlight requests in flight may be chosen.
 func (e Eligibility) Admits(inFlight int64) bool { return e.Limit <= 0 || inFlight < e.Limit }
+
+// Oldest returns the earliest scrape time, in Unix nanoseconds, of the metrics that are
+// fresh for a decision at now (endpoint.Summary.Known).
+func (e Eligibility) Oldest(now time.Time) int64 { return now.Add(-e.StaleAfter).UnixNano() }
 
 // Learner is implemented by algorithms that learn from each routed request, such as a
 // prefix index or a session table. Learn is called once per request, after the chosen
@@ -164,4 +169,44 @@ func RankUnknownLast(cands []Candidate, scores []float64) {
 			scores[i] = lowest - 1
 		}
 	}
+}
+
+// Ties collects, during one pass over the candidates, the indices of those tied for best,
+// so that one draw picks among them without a second pass. It records the first
+// len(Ties.seen) ties; with more, Draw reports which tie was drawn and the caller finds it
+// in a second pass. The zero value has seen no tie; it belongs to one decision.
+type Ties struct {
+	n    int
+	seen [64]int32
+}
+
+// Reset makes i the only tie.
+func (t *Ties) Reset(i int) { t.n, t.seen[0] = 1, int32(i) }
+
+// Add records one more tie, i.
+func (t *Ties) Add(i int) {
+	if t.n < len(t.seen) {
+		t.seen[t.n] = int32(i)
+	}
+	t.n++
+}
+
+// First returns the first tie's index.
+func (t *Ties) First() int { return int(t.seen[0]) }
+
+// Len returns the number of ties.
+func (t *Ties) Len() int { return t.n }
+
+// Draw draws one of the ties uniformly with rnd, which it calls only when there are
+// several. It returns the drawn tie's rank k in pass order, and its index with ok true
+// when recorded; when ok is false the caller finds the k-th tie (counting from 0) itself.
+// There is at least one tie.
+func (t *Ties) Draw(rnd Random) (k, i int, ok bool) {
+	if t.n > 1 {
+		k = rnd(t.n)
+	}
+	if k < len(t.seen) {
+		return k, int(t.seen[k]), true
+	}
+	return k, 0, false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
@@ -43,10 +44,12 @@ var (
 // promise of its target. It embeds the request's context.Context.
 //
 // Synchronisation model: the promise is settled exactly once, by Resolve or Reject,
-// whichever comes first; the sync.Once makes the write of target and err happen before
-// settled is closed, and every reader reads them only after observing settled closed,
-// so readers need no lock. Wait and Settled may be used by any number of goroutines.
-// Request, Model, Candidates and Now are set at construction and never written again.
+// whichever comes first, under mu; target and err are written before state is set, and
+// readers read them only after observing state set, so they need no lock. The channel
+// Settled returns is made on first demand, under mu, and closed by the settling call, so
+// that a decision settled synchronously makes none. Wait and Settled may be used by any
+// number of goroutines. Request, Model, Candidates, Cells and Now are set at
+// construction and never written again.
 type RoutingContext struct {
 	context.Context
 	Request
@@ -56,24 +59,31 @@ type RoutingContext struct {
 	// Candidates are the routable endpoints the request may go to. The slice is owned by
 	// the context and MUST NOT be modified.
 	Candidates []*cache.Pod
+	// Cells are the candidates' hot cells, index for index, for algorithms that read
+	// only counters and metric summaries. The slice MUST NOT be modified.
+	Cells []*cache.Hot
 	// Now is when routing started; metrics staleness is judged at this instant.
 	Now time.Time
 
-	once    sync.Once
-	settled chan struct{}
+	// state is 1 once settled.
+	state   atomic.Uint32
+	mu      sync.Mutex
+	settled chan struct{} // made by Settled, closed by settle; guarded by mu
 	target  *Target
 	err     error
+	// slot is the Target the router resolves with, so that a decision allocates none.
+	slot Target
 }
 
 // NewRoutingContext returns an unsettled context for req on model, with candidates.
-func NewRoutingContext(ctx context.Context, req Request, model *cache.Model, candidates []*cache.Pod) *RoutingContext {
+func NewRoutingContext(ctx context.Context, req Request, model *cache.Model, candidates cache.PodSet) *RoutingContext {
 	return &RoutingContext{
 		Context:    ctx,
 		Request:    req,
 		Model:      model,
-		Candidates: candidates,
+		Candidates: candidates.Pods,
+		Cells:      candidates.Hot,
 		Now:        time.Now(),
-		settled:    make(chan struct{}),
 	}
 }
 
@@ -91,38 +101,59 @@ func (rc *RoutingContext) Reject(err error) bool {
 
 // settle stores the outcome once and reports whether this call stored it.
 func (rc *RoutingContext) settle(t *Target, err error) bool {
-	won := false
-	rc.once.Do(func() {
-		rc.target, rc.err, won = t, err, true
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.state.Load() != 0 {
+		return false
+	}
+	rc.target, rc.err = t, err
+	rc.state.Store(1)
+	if rc.settled != nil {
 		close(rc.settled)
-	})
-	return won
+	}
+	return true
 }
 
+// closed is the channel Settled returns for contexts settled before it was asked for.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // Settled returns a channel closed when the context is resolved or rejected.
-func (rc *RoutingContext) Settled() <-chan struct{} { return rc.settled }
+func (rc *RoutingContext) Settled() <-chan struct{} {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.settled == nil {
+		if rc.state.Load() != 0 {
+			return closed
+		}
+		rc.settled = make(chan struct{})
+	}
+	return rc.settled
+}
 
 // TryResult returns the outcome without blocking: the target, the rejection error, or
 // ErrPending while unsettled.
 func (rc *RoutingContext) TryResult() (*Target, error) {
-	select {
-	case <-rc.settled:
-		return rc.target, rc.err
-	default:
+	if rc.state.Load() == 0 {
 		return nil, ErrPending
 	}
+	return rc.target, rc.err
 }
 
 // Wait blocks until the context is settled or its context.Context ends, which rejects it
 // with the context's error, and returns the outcome. If a resolution wins the race with
 // the end of the context, Wait returns the target and the caller owns it.
 func (rc *RoutingContext) Wait() (*Target, error) {
-	select {
-	case <-rc.settled:
-	case <-rc.Done():
-		rc.Reject(context.Cause(rc))
+	if rc.state.Load() == 0 {
+		select {
+		case <-rc.Settled():
+		case <-rc.Done():
+			rc.Reject(context.Cause(rc))
+		}
 	}
-	<-rc.settled
 	return rc.target, rc.err
 }
 
@@ -133,7 +164,7 @@ type Target struct {
 	// Pod is the chosen endpoint.
 	Pod *cache.Pod
 
-	reservation *cache.Reservation
+	reservation cache.Reservation
 	// receipt, if set, is the routing algorithm's, settled by Report.
 	receipt Receipt
 	// onRelease, if set, runs after the reservation is released (the queue's wake-up).

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 )
@@ -27,6 +28,14 @@ func TestRoutingContextSettlesOnce(t *testing.T) {
 	got, err := rc.TryResult()
 	if err != nil || got != target {
 		t.Errorf("TryResult() = %v, %v; want the first target", got, err)
+	}
+	select {
+	case <-rc.Settled(): // asked for only after settling: closed at once
+	default:
+		t.Error("Settled() of a settled context is not closed")
+	}
+	if got, err := rc.Wait(); err != nil || got != target {
+		t.Errorf("Wait() = %v, %v; want the first target", got, err)
 	}
 }
 
@@ -108,7 +117,7 @@ func TestRoutingContextWaitRejectsOnCancel(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, _ := fleet.Cache.Model("llama")
-	rc := routing.NewRoutingContext(ctx, routing.Request{Model: "llama"}, m, fleet.Pods())
+	rc := routing.NewRoutingContext(ctx, routing.Request{Model: "llama"}, m, cache.NewPodSet(fleet.Pods()))
 	done := make(chan error)
 	go func() {
 		_, err := rc.Wait()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 )
@@ -21,7 +22,7 @@ func newQueue(maxQueued int) routing.Router {
 // route routes a request with ctx through r and returns its context.
 func route(ctx context.Context, r routing.Router, fleet *routingtest.Fleet) *routing.RoutingContext {
 	m, _ := fleet.Cache.Model(fleet.Model)
-	rc := routing.NewRoutingContext(ctx, routing.Request{Model: fleet.Model}, m, fleet.Pods())
+	rc := routing.NewRoutingContext(ctx, routing.Request{Model: fleet.Model}, m, cache.NewPodSet(fleet.Pods()))
 	r.Route(rc)
 	return rc
 }

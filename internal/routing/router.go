@@ -17,9 +17,10 @@ type Router interface {
 
 // Reserver reserves endpoints for requests; the gateway's cache view provides one.
 type Reserver interface {
-	// TryReserve counts one request with tokensIn prompt tokens on p and on m if p has
-	// fewer than limit requests in flight (limit <= 0: no limit), in one atomic step.
-	TryReserve(m *cache.Model, p *cache.Pod, limit, tokensIn int64) (*cache.Reservation, bool)
+	// TryReserveInto counts one request with tokensIn prompt tokens on p and on m into
+	// r, an unused Reservation, if p has fewer than limit requests in flight (limit <= 0:
+	// no limit), in one atomic step.
+	TryReserveInto(r *cache.Reservation, m *cache.Model, p *cache.Pod, limit, tokensIn int64) bool
 }
 
 // Options configure how a router turns a Picker's choice into a reservation.
@@ -97,7 +98,7 @@ func (s selector) selectAndReserve(rc *RoutingContext) (*Target, error) {
 // PickPod declines or every attempt lost its race, for the Candidate path to decide.
 func (s selector) reservePod(rc *RoutingContext) (*Target, bool) {
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		i, seen, ok := s.pods.PickPod(rc, rc.Candidates, Eligibility{Limit: s.opts.MaxInFlight, StaleAfter: s.opts.StaleAfter})
+		i, seen, ok := s.pods.PickPod(rc, Eligibility{Limit: s.opts.MaxInFlight, StaleAfter: s.opts.StaleAfter})
 		if !ok {
 			return nil, false
 		}
@@ -112,17 +113,18 @@ func (s selector) reservePod(rc *RoutingContext) (*Target, bool) {
 }
 
 // reserve reserves p for rc if its in-flight count is still seen — on the last attempt,
-// if it is below MaxInFlight — and lets the learner learn the choice.
+// if it is below MaxInFlight — and lets the learner learn the choice. The Target is rc's
+// own: a context is resolved at most once.
 func (s selector) reserve(rc *RoutingContext, p *cache.Pod, seen int64, attempt int) (*Target, bool) {
 	limit := seen + 1
 	if attempt == maxAttempts {
 		limit = s.opts.MaxInFlight
 	}
-	res, ok := s.opts.Reserver.TryReserve(rc.Model, p, limit, rc.PromptTokens)
-	if !ok {
+	t := &rc.slot
+	if !s.opts.Reserver.TryReserveInto(&t.reservation, rc.Model, p, limit, rc.PromptTokens) {
 		return nil, false
 	}
-	t := &Target{Pod: p, reservation: res}
+	t.Pod = p
 	if s.learner != nil {
 		t.receipt = s.learner.Learn(rc, p)
 	}

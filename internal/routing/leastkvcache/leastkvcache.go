@@ -1,11 +1,9 @@
 package leastkvcache
 
 import (
-	"cmp"
-	"time"
+	"math"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
-	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -61,45 +59,59 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return best, nil
 }
 
-// PickPod is Pick straight from the pods, among those e admits: one pass finds the least
-// projected usage and counts its ties, a single draw picks one of them, and a second pass
-// finds it. It declines when no admitted pod has fresh metrics, for Pick to return
-// routing.ErrUndecided and the fallback to decide. Metrics that change between the two
-// passes may leave the drawn tie unfound; it then takes the first best pod, whose count
-// the reservation checks anyway.
-func (r *Router) PickPod(rc *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
-	v := podView{rc: rc, e: e, oldest: rc.Now.Add(-e.StaleAfter)}
-	first, ties := -1, 0
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits: one
+// pass finds the least projected usage and its ties, and a single draw picks one of them
+// (found by a second pass when there are too many to remember). It declines when no
+// admitted pod has fresh metrics, for Pick to return routing.ErrUndecided and the
+// fallback to decide. Metrics that change between the two passes may leave the drawn tie
+// unfound; it then takes the first best pod, whose count the reservation checks anyway.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	cells := rc.Cells
+	v := cellView{rc: rc, e: e, oldest: e.Oldest(rc.Now), share: defaultRequestShare}
+	var ties routing.Ties
 	var best projection
-	for i, p := range pods {
-		c, ok := v.project(p)
-		if !ok {
+	limit := e.Limit
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	for i, h := range cells {
+		// v.project(h), by hand: the compiler does not inline it, and this loop is the
+		// whole cost of a decision. A pod without metrics has ScrapedAt 0, before oldest.
+		n := h.InFlight()
+		if n >= limit {
 			continue
 		}
-		if first < 0 {
-			first, best, ties = i, c, 1
+		kv := h.KV()
+		if kv.ScrapedAt < v.oldest {
 			continue
 		}
-		switch c.compare(best) {
-		case -1:
-			first, best, ties = i, c, 1
-		case 0:
-			ties++
+		if kv.BlockSize != v.blockSize || kv.NumGPUBlocks != v.blocks {
+			v.geometry(kv)
+		}
+		c := projection{usage: kv.Usage + float64(n)*v.share, inFlight: n}
+		switch {
+		case ties.Len() == 0 || c.less(best):
+			best = c
+			ties.Reset(i)
+		case !best.less(c):
+			ties.Add(i)
 		}
 	}
-	if first < 0 {
+	if ties.Len() == 0 {
 		return 0, 0, false
 	}
-	if ties > 1 {
-		for k, i := r.rnd(ties), first+1; k > 0 && i < len(pods); i++ {
-			if c, ok := v.project(pods[i]); ok && c.compare(best) == 0 {
-				if k--; k == 0 {
-					return i, c.inFlight, true
-				}
+	k, i, ok := ties.Draw(r.rnd)
+	if ok {
+		return i, cells[i].InFlight(), true
+	}
+	for i := range cells {
+		if c, ok := v.project(cells[i]); ok && c == best {
+			if k--; k < 0 {
+				return i, c.inFlight, true
 			}
 		}
 	}
-	return first, best.inFlight, true
+	return ties.First(), best.inFlight, true
 }
 
 // projection is a pod's projected KV-cache usage and in-flight count.
@@ -108,46 +120,56 @@ type projection struct {
 	inFlight int64
 }
 
-// compare orders projections as compare orders candidates.
-func (a projection) compare(b projection) int {
-	return cmp.Or(cmp.Compare(a.usage, b.usage), cmp.Compare(a.inFlight, b.inFlight))
+// less orders projections as compare orders candidates.
+func (a projection) less(b projection) bool {
+	return a.usage < b.usage || a.usage == b.usage && a.inFlight < b.inFlight
 }
 
-// podView projects pods for one PickPod call, remembering the request's cache share for
-// the last cache geometry seen (pods of a pool share one).
-type podView struct {
+// cellView projects hot cells for one PickPod call, remembering the request's cache
+// share for the last cache geometry seen (pods of a pool share one).
+type cellView struct {
 	rc     *routing.RoutingContext
 	e      routing.Eligibility
-	oldest time.Time
+	oldest int64
 	// blockSize and blocks are the geometry share was computed for.
 	blockSize, blocks int64
 	share             float64
 }
 
-// project returns p's projection if e admits p and its metrics are fresh.
-func (v *podView) project(p *cache.Pod) (projection, bool) {
-	n := p.Load().InFlight()
+// project returns h's projection if e admits its pod and its metrics are fresh.
+func (v *cellView) project(h *cache.Hot) (projection, bool) {
+	n := h.InFlight()
 	if !v.e.Admits(n) {
 		return projection{}, false
 	}
-	m := p.Metrics()
-	if m == nil || m.ScrapedAt.Before(v.oldest) {
+	kv := h.KV()
+	if kv.ScrapedAt < v.oldest {
 		return projection{}, false
 	}
-	if int64(m.BlockSize) != v.blockSize || int64(m.NumGPUBlocks) != v.blocks || v.share == 0 {
-		v.blockSize, v.blocks = int64(m.BlockSize), int64(m.NumGPUBlocks)
-		v.share = requestShare(v.rc, m)
+	if kv.BlockSize != v.blockSize || kv.NumGPUBlocks != v.blocks {
+		v.geometry(kv)
 	}
-	return projection{usage: max(m.KVCacheUsage, 0) + float64(n)*v.share, inFlight: n}, true
+	return projection{usage: kv.Usage + float64(n)*v.share, inFlight: n}, true
+}
+
+// geometry makes kv's cache geometry the one v projects for.
+func (v *cellView) geometry(kv cache.KV) {
+	v.blockSize, v.blocks = kv.BlockSize, kv.NumGPUBlocks
+	v.share = requestShare(v.rc, kv.BlockSize, kv.NumGPUBlocks)
 }
 
 // compare orders candidates with metrics by projected KV-cache usage, then by requests
 // in flight.
 func compare(rc *routing.RoutingContext, a, b routing.Candidate) int {
-	return cmp.Or(
-		cmp.Compare(projectedUsage(rc, a), projectedUsage(rc, b)),
-		cmp.Compare(a.InFlight, b.InFlight),
-	)
+	pa := projection{usage: projectedUsage(rc, a), inFlight: a.InFlight}
+	pb := projection{usage: projectedUsage(rc, b), inFlight: b.InFlight}
+	switch {
+	case pa.less(pb):
+		return -1
+	case pb.less(pa):
+		return 1
+	}
+	return 0
 }
 
 // projectedUsage estimates c's KV-cache usage with the requests the gateway has in flight
@@ -157,19 +179,20 @@ func compare(rc *routing.RoutingContext, a, b routing.Candidate) int {
 // requests sent since the last scrape are invisible and a burst piles onto the endpoint
 // that looked emptiest. c.Metrics must not be nil.
 func projectedUsage(rc *routing.RoutingContext, c routing.Candidate) float64 {
-	return max(c.Metrics.KVCacheUsage, 0) + float64(c.InFlight)*requestShare(rc, c.Metrics)
+	return c.Metrics.UsedKVCache() + float64(c.InFlight)*requestShare(rc, int64(c.Metrics.BlockSize), int64(c.Metrics.NumGPUBlocks))
 }
 
-// requestShare is the share of m's KV cache that a request like rc's takes: its prompt
-// and completion tokens in blocks, over the engine's blocks; or defaultRequestShare when
-// the engine does not report its cache geometry.
-func requestShare(rc *routing.RoutingContext, m *endpoint.Metrics) float64 {
-	if m.BlockSize <= 0 || m.NumGPUBlocks <= 0 {
+// requestShare is the share of an engine's KV cache of numBlocks blocks of blockSize
+// tokens that a request like rc's takes: its prompt and completion tokens in blocks, over
+// the engine's blocks; or defaultRequestShare when the engine does not report its cache
+// geometry.
+func requestShare(rc *routing.RoutingContext, blockSize, numBlocks int64) float64 {
+	if blockSize <= 0 || numBlocks <= 0 {
 		return defaultRequestShare
 	}
 	tokens := rc.PromptTokens + max(rc.MaxTokens, 0)
-	blocks := (tokens + int64(m.BlockSize) - 1) / int64(m.BlockSize)
-	return float64(max(blocks, 1)) / float64(m.NumGPUBlocks)
+	blocks := (tokens + blockSize - 1) / blockSize
+	return float64(max(blocks, 1)) / float64(numBlocks)
 }
 
 // Score sets the score of each candidate with fresh metrics to its projected free KV

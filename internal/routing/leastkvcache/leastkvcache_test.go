@@ -68,7 +68,7 @@ func TestPick(t *testing.T) {
 					if !errors.Is(err, tt.wantErr) {
 						t.Fatalf("Pick error = %v, want %v", err, tt.wantErr)
 					}
-					if i, _, ok := r.PickPod(rc, rc.Candidates, e); ok {
+					if i, _, ok := r.PickPod(rc, e); ok {
 						t.Fatalf("PickPod = %d, want it to decline where Pick cannot decide", i)
 					}
 					return
@@ -77,7 +77,7 @@ func TestPick(t *testing.T) {
 					t.Fatalf("Pick = %d, %v; want one of %v", i, err, tt.want)
 				}
 				seen[i] = true
-				i, n, ok := r.PickPod(rc, rc.Candidates, e)
+				i, n, ok := r.PickPod(rc, e)
 				if !ok || !slices.Contains(tt.want, i) || n != int64(tt.pods[i].inFlight) {
 					t.Fatalf("PickPod = %d, %d, %t; want one of %v with its count", i, n, ok, tt.want)
 				}

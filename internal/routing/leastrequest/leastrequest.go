@@ -1,7 +1,6 @@
 package leastrequest
 
 import (
-	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -54,14 +53,15 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 	return 0, nil // unreachable: some candidate has the least count
 }
 
-// PickPod is Pick over the pods' in-flight counters, among those e admits. It declines
-// only when e admits none. Counts that change between
-// its two passes may leave the drawn tie unfound; it then takes the pod of the least
-// count it saw first, whose count the reservation checks anyway.
-func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
+// PickPod is Pick over the candidates' in-flight counters, among those e admits. It
+// declines only when e admits none. Counts that change between its two passes may leave
+// the drawn tie unfound; it then takes the pod of the least count it saw first, whose
+// count the reservation checks anyway.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	cells := rc.Cells
 	first, least, ties := -1, int64(0), 0
-	for i, p := range pods {
-		n := p.Load().InFlight()
+	for i, h := range cells {
+		n := h.InFlight()
 		switch {
 		case !e.Admits(n):
 		case first < 0 || n < least:
@@ -77,8 +77,8 @@ func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing
 	if k == 0 {
 		return first, least, true
 	}
-	for i := first + 1; i < len(pods); i++ {
-		if pods[i].Load().InFlight() == least {
+	for i := first + 1; i < len(cells); i++ {
+		if cells[i].InFlight() == least {
 			if k--; k == 0 {
 				return i, least, true
 			}

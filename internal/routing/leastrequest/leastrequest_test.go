@@ -39,7 +39,7 @@ func TestPickChoosesFewestInFlight(t *testing.T) {
 					t.Fatalf("Pick = %d, want one of %v", i, tt.want)
 				}
 				seen[i] = true
-				i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{})
+				i, n, ok := r.PickPod(rc, routing.Eligibility{})
 				if !ok || !slices.Contains(tt.want, i) || n != int64(tt.inFlight[i]) {
 					t.Fatalf("PickPod = %d, %d, %t; want one of %v with its count", i, n, ok, tt.want)
 				}
@@ -61,10 +61,10 @@ func TestPickPodLeavesOutPodsAtTheLimit(t *testing.T) {
 	fleet.Reserve(2, 2)
 	rc := fleet.Context(routing.Request{})
 	r := leastrequest.New(routingtest.SeededRandom(1))
-	if i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 3}); !ok || i != 0 || n != 1 {
+	if i, n, ok := r.PickPod(rc, routing.Eligibility{Limit: 3}); !ok || i != 0 || n != 1 {
 		t.Errorf("limit 3: PickPod = %d, %d, %t; want pod 0 with 1 in flight", i, n, ok)
 	}
-	if i, _, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 1}); ok {
+	if i, _, ok := r.PickPod(rc, routing.Eligibility{Limit: 1}); ok {
 		t.Errorf("limit 1, every pod at it: PickPod = %d, want it to decline", i)
 	}
 }

@@ -1,7 +1,6 @@
 package random
 
 import (
-	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -29,9 +28,9 @@ func New(rnd routing.Random) *Router {
 // PickPod returns a pod index chosen uniformly at random, with the pod's in-flight count;
 // it declines when e does not admit that pod, for Pick to choose among the pods
 // below it. It reads one counter.
-func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
-	i := r.rnd(len(pods))
-	n := pods[i].Load().InFlight()
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	i := r.rnd(len(rc.Cells))
+	n := rc.Cells[i].InFlight()
 	return i, n, e.Admits(n)
 }
 

@@ -44,7 +44,7 @@ func TestPickPodIsUniformAndDeclinesAtTheLimit(t *testing.T) {
 	counts := make([]int, pods)
 	declined := 0
 	for range picks {
-		i, n, ok := r.PickPod(rc, rc.Candidates, routing.Eligibility{Limit: 2})
+		i, n, ok := r.PickPod(rc, routing.Eligibility{Limit: 2})
 		switch {
 		case i < 0 || i >= pods:
 			t.Fatalf("PickPod = %d, want an index in [0, %d)", i, pods)

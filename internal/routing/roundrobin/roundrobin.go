@@ -3,7 +3,6 @@ package roundrobin
 import (
 	"sync/atomic"
 
-	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -38,9 +37,9 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // PickPod returns the index of the pod whose turn it is, with its in-flight count, and
 // advances the turn; it declines when e does not admit that pod, for Pick to take
 // the next turn among the pods below it. It reads one counter.
-func (r *Router) PickPod(_ *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
-	i := r.turn(len(pods))
-	n := pods[i].Load().InFlight()
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	i := r.turn(len(rc.Cells))
+	n := rc.Cells[i].InFlight()
 	return i, n, e.Admits(n)
 }
 

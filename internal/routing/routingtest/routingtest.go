@@ -79,9 +79,9 @@ func (f *Fleet) Reserve(i, n int) {
 func (f *Fleet) Context(req routing.Request) *routing.RoutingContext {
 	req.Model = f.Model
 	m, _ := f.Cache.Model(f.Model)
-	var pods []*cache.Pod
+	var pods cache.PodSet
 	if m != nil {
-		pods = m.Pods()
+		pods = m.PodSet()
 	}
 	return routing.NewRoutingContext(context.Background(), req, m, pods)
 }

@@ -98,16 +98,17 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return i, nil
 }
 
-// PickPod is Pick straight from the pods, among those e admits. It declines for a
+// PickPod is Pick straight from the candidates, among those e admits. It declines for a
 // request without a session id, for Pick to defer to the fallback.
-func (r *Router) PickPod(rc *routing.RoutingContext, pods []*cache.Pod, e routing.Eligibility) (int, int64, bool) {
-	admitted := func(i int) (endpoint.Key, bool) { return pods[i].Key, e.Admits(pods[i].Load().InFlight()) }
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	pods, cells := rc.Candidates, rc.Cells
+	admitted := func(i int) (endpoint.Key, bool) { return pods[i].Key, e.Admits(cells[i].InFlight()) }
 	i, ok := r.pick(rc, len(pods), admitted)
 	if !ok {
 		return 0, 0, false
 	}
 	// Read again: a count grown since only fails the reservation, which decides again.
-	return i, pods[i].Load().InFlight(), true
+	return i, cells[i].InFlight(), true
 }
 
 // pick returns the index of the session's endpoint among n endpoints, of which key

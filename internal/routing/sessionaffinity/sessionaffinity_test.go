@@ -56,7 +56,7 @@ func session(id string) routing.Request {
 func contextOver(fleet *routingtest.Fleet, req routing.Request, pods []*cache.Pod) *routing.RoutingContext {
 	req.Model = fleet.Model
 	m, _ := fleet.Cache.Model(fleet.Model)
-	return routing.NewRoutingContext(context.Background(), req, m, pods)
+	return routing.NewRoutingContext(context.Background(), req, m, cache.NewPodSet(pods))
 }
 
 // without returns pods except the one at index skip.
@@ -422,14 +422,14 @@ func TestPickPodAgreesWithPick(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, n, ok := r.PickPod(rc, rc.Candidates, e)
+			got, n, ok := r.PickPod(rc, e)
 			if !ok || rc.Candidates[got] != admitted[want].Pod || n != admitted[want].InFlight {
 				t.Fatalf("session %d, limit %d: PickPod = %d (%d in flight, %t), Pick chose %s", i%40, limit, got, n, ok, admitted[want].Key)
 			}
 		}
 		r.Learn(rc, rc.Candidates[i%12]) // some sessions become known, on any pod
 	}
-	if _, _, ok := r.PickPod(fleet.Context(routing.Request{}), fleet.Pods(), routing.Eligibility{}); ok {
+	if _, _, ok := r.PickPod(fleet.Context(routing.Request{}), routing.Eligibility{}); ok {
 		t.Error("PickPod without a session id did not decline")
 	}
 }
