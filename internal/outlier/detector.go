@@ -189,9 +189,10 @@ func (d *Detector) EjectedCount() int {
 	return n
 }
 
-// Filter returns cands without the ejected ones, reusing cands' array, but leaves in as
-// many ejected candidates as needed, those whose ejection ends soonest, so that at most
-// cfg.MaxEjectionPercent percent of cands (rounded down) are left out.
+// Filter returns cands without the ejected ones, in their order, but leaves in as many
+// ejected candidates as needed, those whose ejection ends soonest, so that at most
+// cfg.MaxEjectionPercent percent of cands (rounded down) are left out. It never writes to
+// cands, which may be a candidate set that other requests share.
 func (d *Detector) Filter(cands []*cache.Pod, cfg Config) []*cache.Pod {
 	if d.out.Load() == 0 || len(cands) == 0 {
 		return cands
@@ -233,7 +234,7 @@ func (d *Detector) Filter(cands []*cache.Pod, cfg Config) []*cache.Pod {
 	for _, e := range ejected {
 		drop[e.i] = true
 	}
-	out := cands[:0]
+	out := make([]*cache.Pod, 0, len(cands)-len(ejected)) // cands may be shared: never written
 	for i, p := range cands {
 		if !drop[i] {
 			out = append(out, p)

@@ -1,6 +1,7 @@
 package outlier_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -171,6 +172,9 @@ func TestFilter(t *testing.T) {
 			c := cfg
 			c.MaxEjectionPercent = tt.percent
 			got := names(d.Filter(cands, c))
+			if all := names(cands); !slices.Equal(all, []string{"a", "b", "c", "d"}) {
+				t.Errorf("Filter rewrote its input, shared by other requests: %v", all)
+			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("Filter = %v, want %v", got, tt.want)
 			}
