@@ -2,6 +2,7 @@ package cache
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -25,7 +26,7 @@ type Hot struct {
 	summary [summaryWords]atomic.Uint64
 }
 
-// summaryWords is the size of the stored endpoint.Summary in 64-bit words.
+// summaryWords is the size of a stored metrics summary in 64-bit words.
 const summaryWords = 12
 
 // The summary's words.
@@ -81,7 +82,7 @@ func (st *podState) store(gen uint64, m *endpoint.Metrics) (old *endpoint.Metric
 	if st.gen != gen {
 		return nil, false
 	}
-	w := toWords(m.Summary())
+	w := summaryOf(m)
 	st.hot.write(&w)
 	return st.metrics.Swap(m), true
 }
@@ -96,46 +97,55 @@ func (st *podState) reset() uint64 {
 	return st.gen
 }
 
-// Summary returns the summary of the latest metrics snapshot, the zero Summary before
-// the first scrape.
-func (h *Hot) Summary() endpoint.Summary {
-	w := &h.summary
-	kv := h.KV()
-	return endpoint.Summary{
-		ScrapedAt:     kv.ScrapedAt,
-		KVCacheUsage:  kv.Usage,
-		BlockSize:     kv.BlockSize,
-		NumGPUBlocks:  kv.NumGPUBlocks,
-		Running:       math.Float64frombits(w[wordRunning].Load()),
-		Waiting:       math.Float64frombits(w[wordWaiting].Load()),
-		LocalInFlight: int64(w[wordLocalInFlight].Load()),
-		Speed: endpoint.Speed{
-			Slots:           math.Float64frombits(w[wordSlots].Load()),
-			PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
-			Service:         math.Float64frombits(w[wordService].Load()),
-			DecodePerToken:  math.Float64frombits(w[wordDecode].Load()),
-			Learnt:          w[wordLearnt].Load() != 0,
-		},
-		Epoch: w[wordEpoch].Load(),
-	}
-}
+// The accessors below read the summary of the latest metrics snapshot, zero before the
+// first scrape. Each returns a few words, so that a decision keeps them in registers;
+// together they are the snapshot's summary (summaryOf).
 
-// KV is the part of a metrics summary that least-kv-cache reads.
+// ScrapedAt returns when the latest snapshot was scraped, in Unix nanoseconds; 0 means
+// none. Decisions load it before the other words (see write).
+func (h *Hot) ScrapedAt() int64 { return int64(h.summary[wordScrapedAt].Load()) }
+
+// KV is what a snapshot tells of an engine's KV cache.
 type KV struct {
-	// ScrapedAt, BlockSize and NumGPUBlocks are the endpoint.Summary fields of those
-	// names; Usage is its KVCacheUsage.
+	// ScrapedAt is Hot.ScrapedAt, Usage is Metrics.UsedKVCache, BlockSize and
+	// NumGPUBlocks are the Metrics fields of those names.
 	ScrapedAt               int64
 	Usage                   float64
 	BlockSize, NumGPUBlocks int64
 }
 
-// KV returns the KV part of the latest snapshot's summary: Summary, reading three words.
+// KV returns the latest snapshot's KV cache and scrape time.
 func (h *Hot) KV() KV {
 	w := &h.summary
 	at := int64(w[wordScrapedAt].Load()) // first: see write
 	g := w[wordGeometry].Load()
 	return KV{at, math.Float64frombits(w[wordUsage].Load()), int64(g >> 32), int64(g & math.MaxUint32)}
 }
+
+// Queue returns the latest snapshot's queue (Metrics.Queue).
+func (h *Hot) Queue() endpoint.Queue {
+	w := &h.summary
+	return endpoint.Queue{
+		Running:       math.Float64frombits(w[wordRunning].Load()),
+		Waiting:       math.Float64frombits(w[wordWaiting].Load()),
+		LocalInFlight: int64(w[wordLocalInFlight].Load()),
+		Slots:         math.Float64frombits(w[wordSlots].Load()),
+	}
+}
+
+// Speed returns the speed of the latest snapshot's engine (Profile.Speed).
+func (h *Hot) Speed() endpoint.Speed {
+	w := &h.summary
+	return endpoint.Speed{
+		PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
+		Service:         math.Float64frombits(w[wordService].Load()),
+		DecodePerToken:  math.Float64frombits(w[wordDecode].Load()),
+		Learnt:          w[wordLearnt].Load() != 0,
+	}
+}
+
+// Epoch returns the restart epoch of the latest snapshot's engine (Profile.Epoch).
+func (h *Hot) Epoch() uint64 { return h.summary[wordEpoch].Load() }
 
 // write stores the summary words, the scrape time (word 0) last, so that a reader that
 // loads a snapshot's time first sees the rest of that snapshot or a later one. The
@@ -154,39 +164,45 @@ func geometryWord(n int64) uint32 {
 	return uint32(n)
 }
 
-// toWords lays s out as the cell stores it.
-func toWords(s endpoint.Summary) [summaryWords]uint64 {
-	learnt := uint64(0)
-	if s.Speed.Learnt {
-		learnt = 1
+// summaryOf lays m's summary out as the cell stores it.
+func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
+	var w [summaryWords]uint64
+	if !m.ScrapedAt.IsZero() {
+		w[wordScrapedAt] = uint64(m.ScrapedAt.UnixNano())
 	}
-	return [summaryWords]uint64{
-		uint64(s.ScrapedAt),
-		math.Float64bits(s.KVCacheUsage),
-		uint64(geometryWord(s.BlockSize))<<32 | uint64(geometryWord(s.NumGPUBlocks)),
-		math.Float64bits(s.Running),
-		math.Float64bits(s.Waiting),
-		uint64(s.LocalInFlight),
-		math.Float64bits(s.Speed.Slots),
-		math.Float64bits(s.Speed.PrefillPerToken),
-		math.Float64bits(s.Speed.Service),
-		math.Float64bits(s.Speed.DecodePerToken),
-		learnt,
-		s.Epoch,
+	w[wordUsage] = math.Float64bits(m.UsedKVCache())
+	w[wordGeometry] = uint64(geometryWord(int64(m.BlockSize)))<<32 | uint64(geometryWord(int64(m.NumGPUBlocks)))
+	q, sp := m.Queue(), m.Profile.Speed()
+	w[wordRunning] = math.Float64bits(q.Running)
+	w[wordWaiting] = math.Float64bits(q.Waiting)
+	w[wordLocalInFlight] = uint64(q.LocalInFlight)
+	w[wordSlots] = math.Float64bits(q.Slots)
+	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
+	w[wordService] = math.Float64bits(sp.Service)
+	w[wordDecode] = math.Float64bits(sp.DecodePerToken)
+	if sp.Learnt {
+		w[wordLearnt] = 1
 	}
+	w[wordEpoch] = m.Profile.Epoch
+	return w
 }
 
-// PodSet is an immutable list of pods with, index for index, their hot cells: the form
-// in which candidates reach routing decisions. Its slices MUST NOT be modified.
+// PodSet is an immutable list of pods, sorted by key, with, index for index, their hot
+// cells: the form in which candidates reach routing decisions. Its slices MUST NOT be
+// modified.
 type PodSet struct {
-	// Pods are the pods.
+	// Pods are the pods, sorted by key (see FindPod).
 	Pods []*Pod
 	// Hot are the pods' cells: Hot[i] is Pods[i].Hot().
 	Hot []*Hot
 }
 
-// NewPodSet returns the set of pods, which it keeps.
+// NewPodSet returns the set of pods, which it keeps if they are sorted by key and sorts
+// a copy of otherwise.
 func NewPodSet(pods []*Pod) PodSet {
+	if !slices.IsSortedFunc(pods, comparePods) {
+		pods = slices.SortedFunc(slices.Values(pods), comparePods)
+	}
 	hot := make([]*Hot, len(pods))
 	for i, p := range pods {
 		hot[i] = p.hot
@@ -196,3 +212,12 @@ func NewPodSet(pods []*Pod) PodSet {
 
 // Len returns the number of pods.
 func (s PodSet) Len() int { return len(s.Pods) }
+
+// FindPod returns the index of the pod with key k in pods, sorted by key as a PodSet's
+// are, and whether it is there.
+func FindPod(pods []*Pod, k endpoint.Key) (int, bool) {
+	return slices.BinarySearchFunc(pods, k, func(p *Pod, k endpoint.Key) int { return compareKeys(p.Key, k) })
+}
+
+// comparePods orders pods by key.
+func comparePods(a, b *Pod) int { return compareKeys(a.Key, b.Key) }

@@ -16,30 +16,39 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	c := New()
 	c.UpsertPod(makePod("a").Build())
 	p, _ := c.Pod(makePod("a").Build().Key)
-	if got := p.Hot().Summary(); got != (endpoint.Summary{}) {
-		t.Fatalf("summary before any scrape = %+v, want zero", got)
+	h := p.Hot()
+	if h.KV() != (KV{}) || h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 {
+		t.Fatalf("summary before any scrape: %+v %+v %+v %d, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch())
 	}
-	m := endpoint.Metrics{
+	learnt := endpoint.Metrics{
 		ScrapedAt: time.Unix(1700000000, 5), KVCacheUsage: 0.25, BlockSize: 16, NumGPUBlocks: 4096,
 		Running: 3, Waiting: 2, LocalInFlight: 4,
 		Profile: endpoint.Profile{Epoch: 2, Slots: 8, PrefillPerToken: 1e-4, Service: 1.5, DecodePerToken: 0.02,
 			PrefilledTokens: 1e6, Requests: 100},
 	}
-	for _, m := range []endpoint.Metrics{m, {ScrapedAt: time.Unix(1700000001, 0), KVCacheUsage: math.NaN()}} {
+	if !learnt.Profile.Learnt() {
+		t.Fatal("the test's learnt profile is not learnt")
+	}
+	for _, m := range []endpoint.Metrics{learnt, {ScrapedAt: time.Unix(1700000001, 0), KVCacheUsage: math.NaN()}} {
 		if !c.SetMetrics(p, m) {
 			t.Fatal("SetMetrics discarded a scrape of the current address")
 		}
-		want := m.Summary()
-		if got := p.Hot().Summary(); got != want {
-			t.Errorf("summary = %+v, want %+v", got, want)
+		wantKV := KV{m.ScrapedAt.UnixNano(), m.UsedKVCache(), int64(m.BlockSize), int64(m.NumGPUBlocks)}
+		if got := h.KV(); got != wantKV {
+			t.Errorf("KV() = %+v, want %+v", got, wantKV)
 		}
-		kv := p.Hot().KV()
-		if kv != (KV{want.ScrapedAt, want.KVCacheUsage, want.BlockSize, want.NumGPUBlocks}) {
-			t.Errorf("KV = %+v, want the summary's %+v", kv, want)
+		if got, want := h.Queue(), m.Queue(); got != want {
+			t.Errorf("Queue() = %+v, want %+v", got, want)
+		}
+		if got, want := h.Speed(), m.Profile.Speed(); got != want {
+			t.Errorf("Speed() = %+v, want %+v", got, want)
+		}
+		if got := h.Epoch(); got != m.Profile.Epoch {
+			t.Errorf("Epoch() = %d, want %d", got, m.Profile.Epoch)
 		}
 	}
-	if got := p.Hot().Summary(); got.KVCacheUsage != 0 {
-		t.Errorf("a NaN usage is summarised as %v, want 0", got.KVCacheUsage)
+	if got := h.KV().Usage; got != 0 {
+		t.Errorf("a NaN usage is summarised as %v, want 0", got)
 	}
 }
 
@@ -71,7 +80,7 @@ func TestHotReadersRaceAStore(t *testing.T) {
 					return
 				default:
 				}
-				if at := st.hot.Summary().ScrapedAt; at != 0 && at%1000 != 0 {
+				if at := st.hot.ScrapedAt(); at != 0 && at%1000 != 0 {
 					t.Errorf("read scrape time %d, never stored", at)
 					return
 				}

@@ -665,14 +665,13 @@ func (c *Cache) publish() {
 		}
 	}
 
-	byKey := func(a, b *Pod) int { return compareKeys(a.Key, b.Key) }
 	for _, pods := range next.namespaces {
-		slices.SortFunc(pods, byKey)
+		slices.SortFunc(pods, comparePods)
 	}
 	next.modelNames = make([]string, 0, len(models))
 	for name, s := range models {
-		slices.SortFunc(s.asBase, byKey)
-		slices.SortFunc(s.asAdapter, byKey)
+		slices.SortFunc(s.asBase, comparePods)
+		slices.SortFunc(s.asAdapter, comparePods)
 		next.models[name] = c.newModel(name, s.asBase, s.asAdapter)
 		next.modelNames = append(next.modelNames, name)
 	}

@@ -280,13 +280,13 @@ func TestSetMetrics(t *testing.T) {
 	for _, move := range moves {
 		before, _ := c.Pod(k)
 		c.UpsertPod(move.pod.Build())
-		if p, _ := c.Pod(k); p.Metrics() != nil || p.Hot().Summary() != (endpoint.Summary{}) {
-			t.Errorf("%s: metrics kept (summary %+v)", move.name, p.Hot().Summary())
+		if p, _ := c.Pod(k); p.Metrics() != nil || p.Hot().ScrapedAt() != 0 || p.Hot().Queue() != (endpoint.Queue{}) {
+			t.Errorf("%s: metrics kept (queue %+v)", move.name, p.Hot().Queue())
 		}
 		if c.SetMetrics(before, endpoint.Metrics{Running: 9, ScrapedAt: time.Now()}) {
 			t.Errorf("%s: a scrape of the old address stored", move.name)
 		}
-		if p, _ := c.Pod(k); p.Hot().Summary().Running != 0 {
+		if p, _ := c.Pod(k); p.Hot().Queue().Running != 0 {
 			t.Errorf("%s: a scrape of the old address reached the summary", move.name)
 		}
 	}

@@ -171,42 +171,53 @@ func RankUnknownLast(cands []Candidate, scores []float64) {
 	}
 }
 
-// Ties collects, during one pass over the candidates, the indices of those tied for best,
-// so that one draw picks among them without a second pass. It records the first
-// len(Ties.seen) ties; with more, Draw reports which tie was drawn and the caller finds it
-// in a second pass. The zero value has seen no tie; it belongs to one decision.
+// Ties draws uniformly among the candidates tied for best during one pass, calling its
+// source of randomness about twice per 64 ties rather than once per tie (reservoir
+// sampling over chunks): the ties of the current chunk are recorded, and each full chunk
+// yields one of them, uniformly, which replaces the pick so far with the chunk's share of
+// all ties seen. The zero value has seen no tie; it belongs to one decision.
 type Ties struct {
-	n    int
-	seen [64]int32
+	n      int // ties seen
+	picked int // the pick among the ties of the full chunks
+	m      int // ties in the current chunk, buf[:m]
+	buf    [64]int
 }
 
 // Reset makes i the only tie.
-func (t *Ties) Reset(i int) { t.n, t.seen[0] = 1, int32(i) }
-
-// Add records one more tie, i.
-func (t *Ties) Add(i int) {
-	if t.n < len(t.seen) {
-		t.seen[t.n] = int32(i)
-	}
-	t.n++
+func (t *Ties) Reset(i int) {
+	t.n, t.m, t.buf[0] = 1, 1, i
 }
 
-// First returns the first tie's index.
-func (t *Ties) First() int { return int(t.seen[0]) }
+// Add records one more tie, i, drawing with rnd when a chunk fills.
+func (t *Ties) Add(i int, rnd Random) {
+	t.n++
+	t.buf[t.m] = i
+	if t.m++; t.m == len(t.buf) {
+		t.fold(rnd)
+	}
+}
 
 // Len returns the number of ties.
 func (t *Ties) Len() int { return t.n }
 
-// Draw draws one of the ties uniformly with rnd, which it calls only when there are
-// several. It returns the drawn tie's rank k in pass order, and its index with ok true
-// when recorded; when ok is false the caller finds the k-th tie (counting from 0) itself.
-// There is at least one tie.
-func (t *Ties) Draw(rnd Random) (k, i int, ok bool) {
-	if t.n > 1 {
-		k = rnd(t.n)
+// Draw returns one of the ties, each with the same probability; rnd is called only when
+// there are several. There is at least one tie.
+func (t *Ties) Draw(rnd Random) int {
+	if t.m > 0 {
+		t.fold(rnd)
 	}
-	if k < len(t.seen) {
-		return k, int(t.seen[k]), true
+	return t.picked
+}
+
+// fold draws one tie of the current chunk and makes it the pick with the chunk's share
+// of the ties seen, keeping the pick uniform over all of them; the chunk empties.
+func (t *Ties) fold(rnd Random) {
+	i := t.buf[0]
+	if t.m > 1 {
+		i = t.buf[rnd(t.m)]
 	}
-	return k, 0, false
+	if t.m == t.n || rnd(t.n) < t.m {
+		t.picked = i
+	}
+	t.m = 0
 }

@@ -45,29 +45,28 @@ func TestTiesDrawUniformlyAmongAllTies(t *testing.T) {
 	for _, n := range []int{1, 3, 64, 65, 200} {
 		counts := make([]int, n)
 		rnd := rand.New(rand.NewPCG(uint64(n), 2))
+		draws := 0
+		counting := func(k int) int { draws++; return rnd.IntN(k) }
 		const rounds = 200
 		for range rounds * n {
 			var ties routing.Ties
 			ties.Reset(1000) // displaced by a better candidate below
 			ties.Reset(0)
 			for i := 1; i < n; i++ {
-				ties.Add(i)
+				ties.Add(i, counting)
 			}
-			k, i, ok := ties.Draw(rnd.IntN)
-			switch {
-			case ties.Len() != n || ties.First() != 0:
-				t.Fatalf("%d ties: Len() = %d, First() = %d", n, ties.Len(), ties.First())
-			case ok && i != k:
-				t.Fatalf("%d ties: drew rank %d, index %d", n, k, i)
-			case !ok && k < 64:
-				t.Fatalf("%d ties: rank %d not recorded", n, k)
+			if ties.Len() != n {
+				t.Fatalf("%d ties: Len() = %d", n, ties.Len())
 			}
-			counts[k]++
+			counts[ties.Draw(counting)]++
 		}
-		for k, c := range counts {
+		for i, c := range counts {
 			if c < rounds/2 || c > rounds*2 {
-				t.Errorf("%d ties: rank %d drawn %d times in %d, want about %d", n, k, c, rounds*n, rounds)
+				t.Errorf("%d ties: tie %d drawn %d times in %d, want about %d", n, i, c, rounds*n, rounds)
 			}
+		}
+		if chunks := (n + 63) / 64; n > 1 && draws > rounds*n*2*chunks {
+			t.Errorf("%d ties: %d draws in %d decisions, want at most 2 per chunk of 64", n, draws, rounds*n)
 		}
 	}
 }

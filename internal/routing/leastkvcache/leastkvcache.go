@@ -59,15 +59,13 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	return best, nil
 }
 
-// PickPod is Pick straight from the candidates' hot cells, among the pods e admits: one
-// pass finds the least projected usage and its ties, and a single draw picks one of them
-// (found by a second pass when there are too many to remember). It declines when no
-// admitted pod has fresh metrics, for Pick to return routing.ErrUndecided and the
-// fallback to decide. Metrics that change between the two passes may leave the drawn tie
-// unfound; it then takes the first best pod, whose count the reservation checks anyway.
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits, in
+// one pass that finds the least projected usage and draws among its ties. It declines
+// when no admitted pod has fresh metrics, for Pick to return routing.ErrUndecided and the
+// fallback to decide.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells := rc.Cells
-	v := cellView{rc: rc, e: e, oldest: e.Oldest(rc.Now), share: defaultRequestShare}
+	cells, oldest := rc.Cells, e.Oldest(rc.Now)
+	g := shareOf{rc: rc, share: defaultRequestShare}
 	var ties routing.Ties
 	var best projection
 	limit := e.Limit
@@ -75,43 +73,30 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		limit = math.MaxInt64
 	}
 	for i, h := range cells {
-		// v.project(h), by hand: the compiler does not inline it, and this loop is the
-		// whole cost of a decision. A pod without metrics has ScrapedAt 0, before oldest.
 		n := h.InFlight()
 		if n >= limit {
 			continue
 		}
 		kv := h.KV()
-		if kv.ScrapedAt < v.oldest {
+		if kv.ScrapedAt < oldest { // a pod never scraped has 0
 			continue
 		}
-		if kv.BlockSize != v.blockSize || kv.NumGPUBlocks != v.blocks {
-			v.geometry(kv)
+		if kv.BlockSize != g.blockSize || kv.NumGPUBlocks != g.blocks {
+			g.set(kv)
 		}
-		c := projection{usage: kv.Usage + float64(n)*v.share, inFlight: n}
+		c := projection{usage: kv.Usage + float64(n)*g.share, inFlight: n}
 		switch {
 		case ties.Len() == 0 || c.less(best):
 			best = c
 			ties.Reset(i)
 		case !best.less(c):
-			ties.Add(i)
+			ties.Add(i, r.rnd)
 		}
 	}
 	if ties.Len() == 0 {
 		return 0, 0, false
 	}
-	k, i, ok := ties.Draw(r.rnd)
-	if ok {
-		return i, cells[i].InFlight(), true
-	}
-	for i := range cells {
-		if c, ok := v.project(cells[i]); ok && c == best {
-			if k--; k < 0 {
-				return i, c.inFlight, true
-			}
-		}
-	}
-	return ties.First(), best.inFlight, true
+	return ties.Draw(r.rnd), best.inFlight, true // every tie has best's count
 }
 
 // projection is a pod's projected KV-cache usage and in-flight count.
@@ -125,37 +110,18 @@ func (a projection) less(b projection) bool {
 	return a.usage < b.usage || a.usage == b.usage && a.inFlight < b.inFlight
 }
 
-// cellView projects hot cells for one PickPod call, remembering the request's cache
-// share for the last cache geometry seen (pods of a pool share one).
-type cellView struct {
-	rc     *routing.RoutingContext
-	e      routing.Eligibility
-	oldest int64
-	// blockSize and blocks are the geometry share was computed for.
+// shareOf is the cache share of one PickPod call's request for the last cache geometry
+// seen (pods of a pool share one): the zero geometry's at first.
+type shareOf struct {
+	rc                *routing.RoutingContext
 	blockSize, blocks int64
 	share             float64
 }
 
-// project returns h's projection if e admits its pod and its metrics are fresh.
-func (v *cellView) project(h *cache.Hot) (projection, bool) {
-	n := h.InFlight()
-	if !v.e.Admits(n) {
-		return projection{}, false
-	}
-	kv := h.KV()
-	if kv.ScrapedAt < v.oldest {
-		return projection{}, false
-	}
-	if kv.BlockSize != v.blockSize || kv.NumGPUBlocks != v.blocks {
-		v.geometry(kv)
-	}
-	return projection{usage: kv.Usage + float64(n)*v.share, inFlight: n}, true
-}
-
-// geometry makes kv's cache geometry the one v projects for.
-func (v *cellView) geometry(kv cache.KV) {
-	v.blockSize, v.blocks = kv.BlockSize, kv.NumGPUBlocks
-	v.share = requestShare(v.rc, kv.BlockSize, kv.NumGPUBlocks)
+// set makes kv's cache geometry the one share is for.
+func (g *shareOf) set(kv cache.KV) {
+	g.blockSize, g.blocks = kv.BlockSize, kv.NumGPUBlocks
+	g.share = requestShare(g.rc, kv.BlockSize, kv.NumGPUBlocks)
 }
 
 // compare orders candidates with metrics by projected KV-cache usage, then by requests

@@ -1,6 +1,7 @@
 package prefixcache
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
@@ -15,15 +16,32 @@ import (
 // hash carries the tick of its last touch, so that Trim can forget everything the engine
 // must have evicted before a given hash.
 //
+// Besides each endpoint's set, the index keeps the inverse for prompts' first blocks:
+// which endpoints hold a given first block (Holders). As block hashes are chained, only
+// those endpoints can hold any leading block of a prompt, so a decision asks Match of
+// them alone rather than of every candidate.
+//
 // Synchronisation model: the endpoint table is a sync.Map, whose lookups take no lock;
 // entries are added by the first Add for an endpoint and removed by Forget. Each
 // endpoint's set has its own RWMutex: Add and Trim hold it for writing, Match and Ticks
 // for reading while they scan one prompt's hashes. No lock is held across endpoints, so
 // scoring many endpoints never blocks on a global lock, and Adds to different endpoints
-// never contend.
+// never contend. The holders of first blocks are sharded by hash, each shard under its
+// own RWMutex, taken only while its set's lock is held (writers) or alone (Holders); a
+// holder is recorded when its set gains the first block and dropped when it loses it.
 type Index struct {
 	maxBlocks int
 	endpoints sync.Map // endpoint.Key → *blockLRU
+	firsts    [firstShards]firstShard
+}
+
+// firstShards is the number of shards of the first blocks' holders.
+const firstShards = 64
+
+// firstShard maps first-block hashes to the endpoints holding them.
+type firstShard struct {
+	mu      sync.RWMutex
+	holders map[uint64][]endpoint.Key
 }
 
 // Engine is what the index is told about an endpoint's engine when it learns.
@@ -41,7 +59,47 @@ func NewIndex(maxBlocksPerEndpoint int) *Index {
 	if maxBlocksPerEndpoint < 1 || maxBlocksPerEndpoint >= 1<<31 {
 		panic("prefixcache: maxBlocksPerEndpoint out of range")
 	}
-	return &Index{maxBlocks: maxBlocksPerEndpoint}
+	ix := &Index{maxBlocks: maxBlocksPerEndpoint}
+	for i := range ix.firsts {
+		ix.firsts[i].holders = make(map[uint64][]endpoint.Key)
+	}
+	return ix
+}
+
+// Holders appends to dst the endpoints that hold first as a prompt's first block, in no
+// particular order. An endpoint may be listed that Match then finds holding nothing, as
+// when its engine restarted.
+func (ix *Index) Holders(first uint64, dst []endpoint.Key) []endpoint.Key {
+	sh := ix.shard(first)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return append(dst, sh.holders[first]...)
+}
+
+// shard returns the shard of first-block hash h.
+func (ix *Index) shard(h uint64) *firstShard { return &ix.firsts[h%firstShards] }
+
+// hold records that endpoint k holds first-block hash h.
+func (ix *Index) hold(h uint64, k endpoint.Key) {
+	sh := ix.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !slices.Contains(sh.holders[h], k) {
+		sh.holders[h] = append(sh.holders[h], k)
+	}
+}
+
+// release records that endpoint k no longer holds first-block hash h.
+func (ix *Index) release(h uint64, k endpoint.Key) {
+	sh := ix.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	keys := slices.DeleteFunc(sh.holders[h], func(o endpoint.Key) bool { return o == k })
+	if len(keys) == 0 {
+		delete(sh.holders, h)
+	} else {
+		sh.holders[h] = keys
+	}
 }
 
 // Add records that endpoint k, whose engine is e, has been sent a prompt with the given
@@ -55,7 +113,7 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	}
 	set, ok := ix.lookup(k)
 	if !ok {
-		v, _ := ix.endpoints.LoadOrStore(k, newBlockLRU(e.Epoch))
+		v, _ := ix.endpoints.LoadOrStore(k, newBlockLRU(ix, k, e.Epoch))
 		set = v.(*blockLRU)
 	}
 	bound := ix.maxBlocks
@@ -69,7 +127,7 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	}
 	set.shrink(bound)
 	for i := len(hashes) - 1; i >= 0; i-- {
-		set.touch(hashes[i], bound)
+		set.touch(hashes[i], bound, i == 0)
 	}
 }
 
@@ -98,7 +156,7 @@ func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint
 			if !held {
 				return
 			}
-			dst = append(dst, set.nodes[i].tick)
+			dst = append(dst, set.nodes[i].tick())
 		}
 	})
 	return dst
@@ -132,7 +190,7 @@ func (ix *Index) Trim(k endpoint.Key, epoch, tick uint64) int {
 		return 0
 	}
 	n := 0
-	for set.tail != nilNode && set.nodes[set.tail].tick <= tick {
+	for set.tail != nilNode && set.nodes[set.tail].tick() <= tick {
 		set.evictTail()
 		n++
 	}
@@ -152,7 +210,9 @@ func (ix *Index) Blocks(k endpoint.Key) int {
 
 // Forget drops everything the index holds for endpoint k.
 func (ix *Index) Forget(k endpoint.Key) {
-	ix.endpoints.Delete(k)
+	if v, ok := ix.endpoints.LoadAndDelete(k); ok {
+		v.(*blockLRU).drop()
+	}
 }
 
 // forgetIf drops the endpoints for which gone reports true. It calls gone without
@@ -160,7 +220,7 @@ func (ix *Index) Forget(k endpoint.Key) {
 func (ix *Index) forgetIf(gone func(endpoint.Key) bool) {
 	ix.endpoints.Range(func(k, _ any) bool {
 		if key := k.(endpoint.Key); gone(key) {
-			ix.endpoints.Delete(key)
+			ix.Forget(key)
 		}
 		return true
 	})
@@ -180,9 +240,15 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 // held hash to its node, and free lists the nodes of evicted hashes for reuse.
 // Index-linked nodes cost 24 bytes per hash and no allocation per insertion, against one
 // pointer-linked entry allocation per insertion in a general-purpose LRU. Ticks grow
-// along the list from tail to head. mu guards every other field.
+// along the list from tail to head. The set tells its index, whose holders of first
+// blocks it keeps up to date, as it gains and loses first blocks. mu guards every field
+// but index and key; dropped is set once the set left the index, after which it tells
+// the index nothing more.
 type blockLRU struct {
+	index      *Index
+	key        endpoint.Key
 	mu         sync.RWMutex
+	dropped    bool
 	epoch      uint64
 	tick       uint64 // the last tick handed out
 	slots      map[uint64]int32
@@ -191,24 +257,52 @@ type blockLRU struct {
 	head, tail int32 // most and least recently used node; nilNode when empty
 }
 
-// lruNode is one held hash, the tick of its last touch and its neighbours in the recency
-// list.
+// lruNode is one held hash, the tick of its last touch, whether the hash was touched as
+// a prompt's first block, and its neighbours in the recency list.
 type lruNode struct {
 	hash       uint64
-	tick       uint64
-	prev, next int32 // towards head and towards tail; nilNode at the ends
+	stamp      uint64 // tick<<1 | 1 for a first block
+	prev, next int32  // towards head and towards tail; nilNode at the ends
 }
+
+// tick returns the tick of n's last touch.
+func (n *lruNode) tick() uint64 { return n.stamp >> 1 }
+
+// first reports whether n's hash is a prompt's first block.
+func (n *lruNode) first() bool { return n.stamp&1 != 0 }
 
 // nilNode marks the absence of a node.
 const nilNode = -1
 
-func newBlockLRU(epoch uint64) *blockLRU {
-	return &blockLRU{epoch: epoch, slots: make(map[uint64]int32), head: nilNode, tail: nilNode}
+func newBlockLRU(ix *Index, k endpoint.Key, epoch uint64) *blockLRU {
+	return &blockLRU{index: ix, key: k, epoch: epoch, slots: make(map[uint64]int32), head: nilNode, tail: nilNode}
+}
+
+// drop releases the set's first blocks from the index once the set left it.
+func (l *blockLRU) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseFirsts()
+	l.dropped = true
+}
+
+// releaseFirsts tells the index that the set no longer holds its first blocks. The
+// caller holds l.mu for writing.
+func (l *blockLRU) releaseFirsts() {
+	if l.dropped {
+		return
+	}
+	for h, i := range l.slots {
+		if l.nodes[i].first() {
+			l.index.release(h, l.key)
+		}
+	}
 }
 
 // clear empties the set for a new epoch of its engine, keeping its allocations. The
 // caller holds l.mu for writing.
 func (l *blockLRU) clear(epoch uint64) {
+	l.releaseFirsts()
 	l.epoch = epoch
 	clear(l.slots)
 	l.nodes, l.free = l.nodes[:0], l.free[:0]
@@ -224,13 +318,20 @@ func (l *blockLRU) shrink(max int) {
 }
 
 // touch makes h the most recently used hash, inserting it if absent and, when the set
-// already holds max hashes, reusing the least recently used one's node. The caller holds
-// l.mu for writing.
-func (l *blockLRU) touch(h uint64, max int) {
+// already holds max hashes, reusing the least recently used one's node; first tells
+// whether h is a prompt's first block. The caller holds l.mu for writing.
+func (l *blockLRU) touch(h uint64, max int, first bool) {
 	l.tick++
+	stamp := l.tick << 1
+	if first {
+		stamp |= 1
+	}
 	if i, ok := l.slots[h]; ok {
 		l.unlink(i)
-		l.nodes[i].tick = l.tick
+		if first && !l.nodes[i].first() && !l.dropped {
+			l.index.hold(h, l.key)
+		}
+		l.nodes[i].stamp = stamp | l.nodes[i].stamp&1
 		l.pushFront(i)
 		return
 	}
@@ -244,9 +345,12 @@ func (l *blockLRU) touch(h uint64, max int) {
 		i = int32(len(l.nodes))
 		l.nodes = append(l.nodes, lruNode{})
 	}
-	l.nodes[i].hash, l.nodes[i].tick = h, l.tick
+	l.nodes[i].hash, l.nodes[i].stamp = h, stamp
 	l.slots[h] = i
 	l.pushFront(i)
+	if first && !l.dropped {
+		l.index.hold(h, l.key)
+	}
 }
 
 // evictTail forgets the least recently used hash, whose node becomes free. The set is
@@ -254,7 +358,11 @@ func (l *blockLRU) touch(h uint64, max int) {
 func (l *blockLRU) evictTail() {
 	i := l.tail
 	l.unlink(i)
-	delete(l.slots, l.nodes[i].hash)
+	n := &l.nodes[i]
+	delete(l.slots, n.hash)
+	if n.first() && !l.dropped {
+		l.index.release(n.hash, l.key)
+	}
 	l.free = append(l.free, i)
 }
 

@@ -3,6 +3,7 @@ package prefixcache
 import (
 	"cmp"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -97,9 +98,9 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer  = (*Router)(nil)
-	_ routing.Picker  = (*Router)(nil)
-	_ routing.Learner = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+	_ routing.Learner   = (*Router)(nil)
 )
 
 // New returns a Router configured by cfg, zero fields defaulted, that breaks ties with
@@ -137,10 +138,111 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	var best choice
 	for i := range cands {
 		if t, ok := d.predict(i); ok {
-			best.offer(i, t, &cands[i], r.rnd)
+			c := &cands[i]
+			best.offer(i, load{ttft: t, inFlight: c.InFlight, tokensIn: c.Load().TokensIn()}, r.rnd)
 		}
 	}
-	return best.index, nil
+	return best.chosen(r.rnd), nil
+}
+
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits. It
+// asks the index only about the endpoints holding the prompt's first block (the only
+// ones that can hold any of its leading blocks) and predicts every other candidate
+// without a match, so that a decision reads one cell per candidate and no index entry.
+// It declines only when e admits no pod.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	r.sweep(rc.Now)
+	cells := rc.Cells
+	limit := e.Limit
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	oldest := e.Oldest(rc.Now)
+
+	// The load guard's idlest count and the pooled speed, over the admitted pods.
+	var fleet ttft.Fleet
+	idlest := int64(math.MaxInt64)
+	for _, h := range cells {
+		n := h.InFlight()
+		if n >= limit {
+			continue
+		}
+		idlest = min(idlest, n)
+		if h.ScrapedAt() >= oldest {
+			fleet.Add(h.Speed())
+		}
+	}
+	if idlest == math.MaxInt64 {
+		return 0, 0, false
+	}
+	d := podDecision{r: r, estimate: fleet.Estimator(), guard: idlest + r.cfg.LoadImbalanceThreshold}
+	d.tokens, d.hashes = r.promptTokens(rc), r.hashes(rc, d.buf[:0])
+	matches := d.matches(rc, limit)
+
+	var best choice
+	for i, h := range cells {
+		held := 0
+		if len(matches) > 0 && matches[0].candidate == i {
+			held, matches = matches[0].blocks, matches[1:]
+		}
+		n := h.InFlight()
+		if n >= limit || n > d.guard {
+			continue
+		}
+		en := ttft.Engine{InFlight: n}
+		if h.ScrapedAt() >= oldest {
+			en.Known, en.Queue, en.Speed = true, h.Queue(), h.Speed()
+		}
+		t := d.estimate.Predict(&en, float64(d.tokens-int64(held*r.cfg.BlockSize)), 0)
+		best.offer(i, load{ttft: t, inFlight: n, tokensIn: h.TokensIn()}, r.rnd)
+	}
+	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile
+		return 0, 0, false
+	}
+	return best.chosen(r.rnd), best.inFlight, true
+}
+
+// podDecision is one request's view of its candidates for PickPod: the prompt, the
+// estimator and the load guard.
+type podDecision struct {
+	r        *Router
+	estimate ttft.Estimator
+	guard    int64 // candidates with more requests in flight are left out
+	tokens   int64 // the prompt's estimated tokens
+	hashes   []uint64
+	buf      [stackHashes]uint64
+	found    [16]match // the matches of most prompts
+}
+
+// match is a candidate that holds leading blocks of the prompt.
+type match struct {
+	candidate, blocks int
+}
+
+// matches returns the candidates below limit that hold at least the prompt's
+// MinMatchRatio in leading blocks (and at least one), in candidate order.
+func (d *podDecision) matches(rc *routing.RoutingContext, limit int64) []match {
+	if len(d.hashes) == 0 {
+		return nil
+	}
+	var keys [16]endpoint.Key
+	holders := d.r.index.Holders(d.hashes[0], keys[:0])
+	if len(holders) == 0 {
+		return nil
+	}
+	minHeld := max(d.r.minHeld(len(d.hashes)), 1)
+	out := d.found[:0]
+	for _, k := range holders {
+		i, ok := cache.FindPod(rc.Candidates, k)
+		if !ok || rc.Cells[i].InFlight() >= limit {
+			continue
+		}
+		if held := d.r.index.Match(k, d.hashes, rc.Cells[i].Epoch()); held >= minHeld {
+			out = append(out, match{candidate: i, blocks: held})
+		}
+	}
+	slices.SortFunc(out, func(a, b match) int { return cmp.Compare(a.candidate, b.candidate) })
+	return out
 }
 
 // decision is one request's view of its candidates: the prompt's block hashes and the
@@ -163,10 +265,22 @@ func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routin
 	d.r, d.rc, d.cands, d.estimate = r, rc, cands, ttft.New(cands)
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
 	d.hashes = r.hashes(rc, d.buf[:0])
-	d.minHeld = int(math.Ceil(r.cfg.MinMatchRatio * float64(len(d.hashes))))
-	if d.tokens = rc.PromptTokens; d.tokens <= 0 {
-		d.tokens = int64(len(rc.Prompt) / bytesPerToken)
+	d.minHeld = r.minHeld(len(d.hashes))
+	d.tokens = r.promptTokens(rc)
+}
+
+// minHeld returns the fewest leading blocks of a prompt of blocks whole blocks that
+// count as a match (MinMatchRatio).
+func (r *Router) minHeld(blocks int) int {
+	return int(math.Ceil(r.cfg.MinMatchRatio * float64(blocks)))
+}
+
+// promptTokens returns rc's prompt tokens, estimated from its text when rc does not say.
+func (r *Router) promptTokens(rc *routing.RoutingContext) int64 {
+	if rc.PromptTokens > 0 {
+		return rc.PromptTokens
 	}
+	return int64(len(rc.Prompt) / bytesPerToken)
 }
 
 // predict returns the predicted time to first token on candidate i, in seconds, and
@@ -312,30 +426,35 @@ func minInFlight(cands []routing.Candidate) int64 {
 
 // choice finds the candidate with the soonest predicted first token, then the fewest
 // requests in flight, then the fewest prompt tokens sent so far, breaking remaining ties
-// uniformly at random by reservoir sampling. The zero value has seen no candidate.
+// uniformly at random (routing.Ties). The zero value has seen no candidate.
 type choice struct {
-	index, ties int
-	ttft        float64
-	inFlight    int64
-	tokensIn    int64
+	load
+	ties routing.Ties
 }
 
-// offer considers candidate i, c, with predicted time to first token ttft.
-func (best *choice) offer(i int, ttft float64, c *routing.Candidate, rnd routing.Random) {
-	next := choice{index: i, ties: 1, ttft: ttft, inFlight: c.InFlight, tokensIn: c.Load().TokensIn()}
+// load is what a choice compares of a candidate.
+type load struct {
+	ttft     float64
+	inFlight int64
+	tokensIn int64
+}
+
+// offer considers candidate i, whose prediction and counts are next.
+func (best *choice) offer(i int, next load, rnd routing.Random) {
 	switch order := best.compare(&next); {
-	case best.ties == 0 || order < 0:
-		*best = next
+	case best.ties.Len() == 0 || order < 0:
+		best.load = next
+		best.ties.Reset(i)
 	case order == 0:
-		best.ties++
-		if rnd(best.ties) == 0 {
-			best.index = i
-		}
+		best.ties.Add(i, rnd)
 	}
 }
 
+// chosen returns the index of the candidate chosen among those offered, at least one.
+func (best *choice) chosen(rnd routing.Random) int { return best.ties.Draw(rnd) }
+
 // compare returns -1 if o is better than best, +1 if worse and 0 if they tie.
-func (best *choice) compare(o *choice) int {
+func (best *choice) compare(o *load) int {
 	switch {
 	case o.ttft != best.ttft:
 		return cmp.Compare(o.ttft, best.ttft)

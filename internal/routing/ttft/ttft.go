@@ -15,6 +15,7 @@
 package ttft
 
 import (
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -28,8 +29,28 @@ const (
 	PriorDecodePerToken = 0.02
 )
 
-// Estimator predicts for the candidates of one decision. Build it with New for each
-// decision; it is a value and safe to share while the decision lasts.
+// Engine is one candidate as a prediction reads it: the requests this process has in
+// flight there and, when its metrics are fresh, what they say of its queue and speed.
+type Engine struct {
+	// InFlight is the requests this process has in flight on the engine.
+	InFlight int64
+	// Known reports whether the engine's metrics are fresh; Queue and Speed are zero
+	// otherwise.
+	Known bool
+	Queue endpoint.Queue
+	Speed endpoint.Speed
+}
+
+// EngineOf returns c as a prediction reads it.
+func EngineOf(c *routing.Candidate) Engine {
+	if m := c.Metrics; m != nil {
+		return Engine{InFlight: c.InFlight, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+	}
+	return Engine{InFlight: c.InFlight}
+}
+
+// Estimator predicts for the candidates of one decision. Build it with New or a Fleet
+// for each decision; it is a value and safe to share while the decision lasts.
 type Estimator struct {
 	// fleet is the mean speed of the candidates whose speed is learnt, or the priors.
 	fleet speed
@@ -46,27 +67,45 @@ type speed struct {
 	prefillPerToken, service, decodePerToken float64
 }
 
-// New returns an Estimator for cands.
-func New(cands []routing.Candidate) Estimator {
-	var sum speed
-	n := 0
-	for i := range cands {
-		if m := cands[i].Metrics; m != nil && m.Profile.Learnt() {
-			sum.prefillPerToken += m.Profile.PrefillPerToken
-			sum.service += m.Profile.Service
-			sum.decodePerToken += m.Profile.DecodePerToken
-			n++
-		}
+// Fleet sums the learnt speeds of one decision's candidates. The zero value has seen
+// none.
+type Fleet struct {
+	sum speed
+	n   int
+}
+
+// Add counts the speed s of a candidate whose metrics are fresh.
+func (f *Fleet) Add(s endpoint.Speed) {
+	if s.Learnt {
+		f.sum.prefillPerToken += s.PrefillPerToken
+		f.sum.service += s.Service
+		f.sum.decodePerToken += s.DecodePerToken
+		f.n++
 	}
-	if n == 0 {
+}
+
+// Estimator returns the Estimator for the candidates added.
+func (f *Fleet) Estimator() Estimator {
+	if f.n == 0 {
 		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken}}
 	}
-	k := 1 / float64(n)
-	fleet := speed{prefillPerToken: sum.prefillPerToken * k, service: sum.service * k, decodePerToken: sum.decodePerToken * k}
+	k := 1 / float64(f.n)
+	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k}
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
 	return Estimator{fleet: fleet, learnt: true}
+}
+
+// New returns an Estimator for cands.
+func New(cands []routing.Candidate) Estimator {
+	var f Fleet
+	for i := range cands {
+		if m := cands[i].Metrics; m != nil {
+			f.Add(m.Profile.Speed())
+		}
+	}
+	return f.Estimator()
 }
 
 // distinct is how far, as a ratio, an engine's learnt rate must differ from the fleet's
@@ -76,18 +115,17 @@ func New(cands []routing.Candidate) Estimator {
 // to whichever engine's noise looks fastest. Engines of other hardware differ by more.
 const distinct = 1.5
 
-// speed returns c's speed: the fleet's, with each of c's learnt rates that differs from
-// the fleet's by more than the factor distinct in its place.
-func (e *Estimator) speed(c *routing.Candidate) speed {
+// speed returns en's speed: the fleet's, with each of en's learnt rates that differs
+// from the fleet's by more than the factor distinct in its place.
+func (e *Estimator) speed(en *Engine) speed {
 	s := e.fleet
-	m := c.Metrics
-	if m == nil || !m.Profile.Learnt() {
+	if !en.Known || !en.Speed.Learnt {
 		return s
 	}
-	s.prefillPerToken = pick(m.Profile.PrefillPerToken, s.prefillPerToken)
-	s.service = pick(m.Profile.Service, s.service)
-	if m.Profile.DecodePerToken > 0 {
-		s.decodePerToken = pick(m.Profile.DecodePerToken, s.decodePerToken)
+	s.prefillPerToken = pick(en.Speed.PrefillPerToken, s.prefillPerToken)
+	s.service = pick(en.Speed.Service, s.service)
+	if en.Speed.DecodePerToken > 0 {
+		s.decodePerToken = pick(en.Speed.DecodePerToken, s.decodePerToken)
 	}
 	return s
 }
@@ -105,25 +143,33 @@ func pick(own, fleet float64) float64 {
 // prompt has uncached tokens the engine is not expected to hold. The fixed part of a
 // prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
 func (e *Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
-	return e.Latency(c, uncached, 0)
+	en := EngineOf(c)
+	return e.Predict(&en, uncached, 0)
 }
 
 // Latency returns the predicted time, in seconds, until a request on c with uncached
 // prompt tokens the engine is not expected to hold has generated output tokens.
 func (e *Estimator) Latency(c *routing.Candidate, uncached, output float64) float64 {
-	s := e.speed(c)
-	return wait(c, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
+	en := EngineOf(c)
+	return e.Predict(&en, uncached, output)
+}
+
+// Predict is Latency for the engine en.
+func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
+	s := e.speed(en)
+	return wait(en, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
 // the engine runs it (see wait).
 func (e *Estimator) Wait(c *routing.Candidate) float64 {
-	return wait(c, e.speed(c).service)
+	en := EngineOf(c)
+	return wait(&en, e.speed(&en).service)
 }
 
-// wait returns the predicted time, in seconds, a request sent to c now would wait before
-// the engine runs it: the requests ahead of it, each freeing a slot after service over
-// the number of slots on average.
+// wait returns the predicted time, in seconds, a request sent to en now would wait
+// before the engine runs it: the requests ahead of it, each freeing a slot after service
+// over the number of slots on average.
 //
 // The engine holds, as far as anyone knows, the requests of its last scrape (running
 // and waiting) plus those this process sent since, less those it saw finish since: at
@@ -131,15 +177,15 @@ func (e *Estimator) Wait(c *routing.Candidate) float64 {
 // learnt (Profile.Slots), the requests beyond the slots are ahead; where it is not, the
 // waiting requests and those sent since the scrape are, so that a burst spreads before
 // any scrape shows it.
-func wait(c *routing.Candidate, service float64) float64 {
-	m := c.Metrics
-	if m == nil {
+func wait(en *Engine, service float64) float64 {
+	if !en.Known {
 		return 0
 	}
-	sent := float64(c.InFlight - m.LocalInFlight)
-	if slots := m.Profile.Slots; slots > 0 {
-		load := max(float64(c.InFlight), m.Running+m.Waiting+sent)
+	q := &en.Queue
+	sent := float64(en.InFlight - q.LocalInFlight)
+	if slots := q.Slots; slots > 0 {
+		load := max(float64(en.InFlight), q.Running+q.Waiting+sent)
 		return max(load-slots+1, 0) * service / slots
 	}
-	return max(m.Waiting+sent, 0) * service / max(m.Running, 1)
+	return max(q.Waiting+sent, 0) * service / max(q.Running, 1)
 }
