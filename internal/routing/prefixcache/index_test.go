@@ -2,6 +2,7 @@ package prefixcache_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -217,4 +218,47 @@ func TestIndexTrim(t *testing.T) {
 	if got := ix.Blocks(k); got != 100 {
 		t.Errorf("Blocks = %d after refilling, want 100", got)
 	}
+}
+
+// TestIndexHoldersFollowTheSets checks that Holders lists exactly the endpoints whose
+// sets hold a first block, through adds, evictions, trims, restarts and Forget.
+func TestIndexHoldersFollowTheSets(t *testing.T) {
+	a, b := routingtest.Key(0), routingtest.Key(1)
+	ix := prefixcache.NewIndex(4)
+	holders := func(first uint64) []string {
+		var out []string
+		for _, k := range ix.Holders(first, nil) {
+			out = append(out, k.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	check := func(step string, first uint64, want ...string) {
+		t.Helper()
+		if got := holders(first); !slices.Equal(got, want) {
+			t.Errorf("%s: Holders(%d) = %v, want %v", step, first, got, want)
+		}
+	}
+	ix.Add(a, []uint64{1, 2, 3}, prefixcache.Engine{})
+	ix.Add(b, []uint64{1, 2}, prefixcache.Engine{})
+	check("both hold prompt 1", 1, a.Name, b.Name)
+	check("a block that is no prompt's first", 2)
+
+	ix.Add(a, []uint64{10, 11, 12, 13}, prefixcache.Engine{}) // a's bound of 4 evicts 3, 2 and 1
+	check("a evicted prompt 1", 1, b.Name)
+	check("a holds prompt 10", 10, a.Name)
+
+	ix.Add(b, []uint64{1, 2}, prefixcache.Engine{Epoch: 1}) // b's engine restarted
+	check("b's new epoch holds prompt 1 again", 1, b.Name)
+	ix.Add(b, []uint64{20}, prefixcache.Engine{Epoch: 2})
+	check("b's next epoch dropped prompt 1", 1)
+
+	ix.Trim(a, 0, 1<<40) // a's engine evicted everything
+	check("a trimmed", 10)
+
+	ix.Add(a, []uint64{30}, prefixcache.Engine{})
+	ix.Forget(a)
+	check("a forgotten", 30)
+	ix.Add(a, []uint64{30}, prefixcache.Engine{})
+	check("a learns again after Forget", 30, a.Name)
 }
