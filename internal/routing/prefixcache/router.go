@@ -114,8 +114,8 @@ func New(cfg Config, rnd routing.Random) *Router {
 // request on cands[i], so that a weighted policy weighs the prediction. A candidate left
 // out by the load guard scores -Inf. Score never returns an error.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	var d decision
-	r.prepare(&d, rc, cands)
+	var buf [stackHashes]uint64
+	d := r.prepare(rc, cands, buf[:0])
 	for i := range cands {
 		scores[i] = math.Inf(-1)
 		if t, ok := d.predict(i); ok {
@@ -133,8 +133,8 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 // is idle; remaining ties are broken uniformly at random. Pick never returns an error.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
-	var d decision
-	r.prepare(&d, rc, cands)
+	var buf [stackHashes]uint64
+	d := r.prepare(rc, cands, buf[:0])
 	var best choice
 	for i := range cands {
 		if t, ok := d.predict(i); ok {
@@ -175,9 +175,11 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	if idlest == math.MaxInt64 {
 		return 0, 0, false
 	}
-	d := podDecision{r: r, estimate: fleet.Estimator(), guard: idlest + r.cfg.LoadImbalanceThreshold}
-	d.tokens, d.hashes = r.promptTokens(rc), r.hashes(rc, d.buf[:0])
-	matches := d.matches(rc, limit)
+	estimate, guard := fleet.Estimator(), idlest+r.cfg.LoadImbalanceThreshold
+	tokens := r.promptTokens(rc)
+	var hashBuf [stackHashes]uint64
+	var matchBuf [16]match // the matches of most prompts
+	matches := r.matches(rc, r.hashes(rc, hashBuf[:0]), limit, matchBuf[:0])
 
 	var best choice
 	for i, h := range cells {
@@ -186,14 +188,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			held, matches = matches[0].blocks, matches[1:]
 		}
 		n := h.InFlight()
-		if n >= limit || n > d.guard {
+		if n >= limit || n > guard {
 			continue
 		}
 		en := ttft.Engine{InFlight: n}
 		if h.ScrapedAt() >= oldest {
 			en.Known, en.Queue, en.Speed = true, h.Queue(), h.Speed()
 		}
-		t := d.estimate.Predict(&en, float64(d.tokens-int64(held*r.cfg.BlockSize)), 0)
+		t := estimate.Predict(&en, float64(tokens-int64(held*r.cfg.BlockSize)), 0)
 		best.offer(i, load{ttft: t, inFlight: n, tokensIn: h.TokensIn()}, r.rnd)
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile
@@ -202,47 +204,32 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	return best.chosen(r.rnd), best.inFlight, true
 }
 
-// podDecision is one request's view of its candidates for PickPod: the prompt, the
-// estimator and the load guard.
-type podDecision struct {
-	r        *Router
-	estimate ttft.Estimator
-	guard    int64 // candidates with more requests in flight are left out
-	tokens   int64 // the prompt's estimated tokens
-	hashes   []uint64
-	buf      [stackHashes]uint64
-	found    [16]match // the matches of most prompts
-}
-
 // match is a candidate that holds leading blocks of the prompt.
 type match struct {
 	candidate, blocks int
 }
 
-// matches returns the candidates below limit that hold at least the prompt's
-// MinMatchRatio in leading blocks (and at least one), in candidate order.
-func (d *podDecision) matches(rc *routing.RoutingContext, limit int64) []match {
-	if len(d.hashes) == 0 {
-		return nil
+// matches appends to dst the candidates of rc below limit that hold at least
+// MinMatchRatio of the prompt's blocks hashes in leading blocks (and at least one), in
+// candidate order.
+func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int64, dst []match) []match {
+	if len(hashes) == 0 {
+		return dst
 	}
 	var keys [16]endpoint.Key
-	holders := d.r.index.Holders(d.hashes[0], keys[:0])
-	if len(holders) == 0 {
-		return nil
-	}
-	minHeld := max(d.r.minHeld(len(d.hashes)), 1)
-	out := d.found[:0]
+	holders := r.index.Holders(hashes[0], keys[:0])
+	minHeld := max(r.minHeld(len(hashes)), 1)
 	for _, k := range holders {
 		i, ok := cache.FindPod(rc.Candidates, k)
 		if !ok || rc.Cells[i].InFlight() >= limit {
 			continue
 		}
-		if held := d.r.index.Match(k, d.hashes, rc.Cells[i].Epoch()); held >= minHeld {
-			out = append(out, match{candidate: i, blocks: held})
+		if held := r.index.Match(k, hashes, rc.Cells[i].Epoch()); held >= minHeld {
+			dst = append(dst, match{candidate: i, blocks: held})
 		}
 	}
-	slices.SortFunc(out, func(a, b match) int { return cmp.Compare(a.candidate, b.candidate) })
-	return out
+	slices.SortFunc(dst, func(a, b match) int { return cmp.Compare(a.candidate, b.candidate) })
+	return dst
 }
 
 // decision is one request's view of its candidates: the prompt's block hashes and the
@@ -256,17 +243,17 @@ type decision struct {
 	limit    int64 // the load guard: candidates with more requests in flight are left out
 	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)
 	tokens   int64 // the prompt's estimated tokens
-	buf      [stackHashes]uint64
 }
 
-// prepare sets d to the view of rc over cands. d lives on its caller's stack, and with it
-// the hashes of prompts up to stackHashes blocks.
-func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routing.Candidate) {
-	d.r, d.rc, d.cands, d.estimate = r, rc, cands, ttft.New(cands)
+// prepare returns the view of rc over cands, appending the prompt's block hashes to buf:
+// with a buffer on the caller's stack, prompts up to stackHashes blocks allocate nothing.
+func (r *Router) prepare(rc *routing.RoutingContext, cands []routing.Candidate, buf []uint64) decision {
+	d := decision{r: r, rc: rc, cands: cands, estimate: ttft.New(cands)}
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
-	d.hashes = r.hashes(rc, d.buf[:0])
+	d.hashes = r.hashes(rc, buf)
 	d.minHeld = r.minHeld(len(d.hashes))
 	d.tokens = r.promptTokens(rc)
+	return d
 }
 
 // minHeld returns the fewest leading blocks of a prompt of blocks whole blocks that
@@ -314,8 +301,9 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 	}
 	e := r.engine(chosen)
 	var rec *receipt
-	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, nil); len(held) > 0 {
-		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: held,
+	var tickBuf [stackHashes]uint64
+	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, tickBuf[:0]); len(held) > 0 {
+		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: slices.Clone(held),
 			observe: r.cfg.ObserveTrim}
 	}
 	if r.cfg.ObserveMatch != nil {
