@@ -77,14 +77,22 @@ type RoutingContext struct {
 
 // NewRoutingContext returns an unsettled context for req on model, with candidates.
 func NewRoutingContext(ctx context.Context, req Request, model *cache.Model, candidates cache.PodSet) *RoutingContext {
-	return &RoutingContext{
-		Context:    ctx,
-		Request:    req,
-		Model:      model,
-		Candidates: candidates.Pods,
-		Cells:      candidates.Hot,
-		Now:        time.Now(),
-	}
+	rc := new(RoutingContext)
+	rc.Init(ctx, req, model, candidates)
+	return rc
+}
+
+// Init makes rc an unsettled context for req on model, with candidates, as
+// NewRoutingContext does, in memory the caller keeps: rc is new, or settled and no
+// longer used by anyone, its target released. It lets a caller that routes many requests
+// one after another route them without allocating.
+func (rc *RoutingContext) Init(ctx context.Context, req Request, model *cache.Model, candidates cache.PodSet) {
+	rc.Context, rc.Request, rc.Model = ctx, req, model
+	rc.Candidates, rc.Cells = candidates.Pods, candidates.Hot
+	rc.Now = time.Now()
+	rc.state.Store(0)
+	rc.settled, rc.target, rc.err = nil, nil, nil
+	rc.slot = Target{}
 }
 
 // Resolve settles the context with t. It reports false if the context was already

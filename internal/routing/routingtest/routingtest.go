@@ -77,13 +77,20 @@ func (f *Fleet) Reserve(i, n int) {
 // routable pod as a candidate: the model's own immutable pod list, as the gateway hands
 // out its precomputed candidate sets.
 func (f *Fleet) Context(req routing.Request) *routing.RoutingContext {
+	rc := new(routing.RoutingContext)
+	f.InitContext(rc, req)
+	return rc
+}
+
+// InitContext is Context into rc (see routing.RoutingContext.Init).
+func (f *Fleet) InitContext(rc *routing.RoutingContext, req routing.Request) {
 	req.Model = f.Model
 	m, _ := f.Cache.Model(f.Model)
 	var pods cache.PodSet
 	if m != nil {
 		pods = m.PodSet()
 	}
-	return routing.NewRoutingContext(context.Background(), req, m, pods)
+	rc.Init(context.Background(), req, m, pods)
 }
 
 // Candidates returns rc's candidates as a router offers them to an algorithm: with their
