@@ -68,10 +68,19 @@ func (a *hotAllocator) next() *Hot {
 // moved to another address), and a scrape of an older gen is discarded under mu, so that
 // nothing of the old address's engine is stored after a reset.
 type podState struct {
-	hot     *Hot
+	hot *Hot
+	// stripe is the stripe of a ModelLoad that the pod's reservations count on.
+	stripe  uint8
 	metrics atomic.Pointer[endpoint.Metrics]
 	mu      sync.Mutex
 	gen     uint64 // guarded by mu
+}
+
+// newPodState returns the shared state of a new pod: a fresh cell, and the next stripe.
+// The caller holds c.mu.
+func (c *Cache) newPodState() *podState {
+	c.stripes++
+	return &podState{hot: c.cells.next(), stripe: uint8(c.stripes % modelStripes)}
 }
 
 // store makes m the latest snapshot if the state is still at gen, and reports whether it

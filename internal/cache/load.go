@@ -44,6 +44,50 @@ func (l *Load) tryAcquire(limit int64) bool {
 	}
 }
 
+// ModelLoad counts the requests of one model. A reservation counts on the stripe of its
+// pod, each stripe a cache line of its own, so that concurrent requests to different
+// pods write no line in common; the readers, which are rare (metrics exports), sum the
+// stripes. Queued requests are counted apart (Queued).
+type ModelLoad struct {
+	queued  Load
+	stripes [modelStripes]struct {
+		Load
+		_ [96]byte // 128 bytes apart: two stripes share no cache line, however aligned
+	}
+}
+
+// modelStripes is the number of stripes of a ModelLoad: enough that requests on a few
+// cores seldom share one.
+const modelStripes = 8
+
+// InFlight returns the number of reserved, unreleased requests.
+func (l *ModelLoad) InFlight() int64 { return l.sum((*Load).InFlight) }
+
+// TokensIn returns the cumulative number of prompt tokens of reserved requests.
+func (l *ModelLoad) TokensIn() int64 { return l.sum((*Load).TokensIn) }
+
+// TokensOut returns the cumulative number of tokens reported on release.
+func (l *ModelLoad) TokensOut() int64 { return l.sum((*Load).TokensOut) }
+
+// Waiting returns the number of requests queued in the router for this model.
+func (l *ModelLoad) Waiting() int64 { return l.queued.Waiting() }
+
+// Queued returns the counter a queue counts the model's waiting requests on
+// (Tracker.Queue).
+func (l *ModelLoad) Queued() *Load { return &l.queued }
+
+// sum returns the sum of one counter over the stripes.
+func (l *ModelLoad) sum(counter func(*Load) int64) int64 {
+	var n int64
+	for i := range l.stripes {
+		n += counter(&l.stripes[i].Load)
+	}
+	return n
+}
+
+// stripe returns the stripe that reservations on p count on.
+func (l *ModelLoad) stripe(p *Pod) *Load { return &l.stripes[p.state.stripe].Load }
+
 // Tracker counts requests on endpoints and models: reservations for requests sent to an
 // endpoint, tickets for requests waiting in a router's queue. Only the gateway's view of
 // the cache hands one out; other roles read the counters but never change them. The zero
@@ -70,9 +114,10 @@ func (Tracker) TryReserveInto(r *Reservation, m *Model, p *Pod, limit, tokensIn 
 	l.tokensIn.Add(tokensIn)
 	r.pod = p
 	if m != nil {
-		m.load.inFlight.Add(1)
-		m.load.tokensIn.Add(tokensIn)
-		r.model = m.load
+		ml := m.load.stripe(p)
+		ml.inFlight.Add(1)
+		ml.tokensIn.Add(tokensIn)
+		r.model = ml
 	}
 	return true
 }
@@ -103,7 +148,7 @@ func (t *Ticket) Done() {
 type Reservation struct {
 	once  sync.Once
 	pod   *Pod
-	model *Load // nil for a request that names no model
+	model *Load // the model's stripe; nil for a request that names no model
 }
 
 // Pod returns the reserved endpoint.

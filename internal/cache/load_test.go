@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -22,7 +23,12 @@ func TestReserveRelease(t *testing.T) {
 	}
 	r.Release(40)
 	r.Release(40)
-	for _, l := range []*Load{p.Load(), m.Load()} {
+	type counters interface {
+		InFlight() int64
+		TokensIn() int64
+		TokensOut() int64
+	}
+	for _, l := range []counters{p.Load(), m.Load()} {
 		if l.InFlight() != 0 || l.TokensIn() != 100 || l.TokensOut() != 40 {
 			t.Errorf("load = in flight %d, in %d, out %d; want 0, 100, 40", l.InFlight(), l.TokensIn(), l.TokensOut())
 		}
@@ -90,5 +96,45 @@ func TestQueuedTicket(t *testing.T) {
 	tk.Done()
 	if l.Waiting() != 0 {
 		t.Errorf("Waiting() = %d after Done twice, want 0", l.Waiting())
+	}
+}
+
+// TestModelLoadSumsItsStripes reserves on pods of different stripes concurrently and
+// checks that the model's counters are the sums, and that each release returns to its
+// stripe.
+func TestModelLoadSumsItsStripes(t *testing.T) {
+	c := New()
+	const pods = 3 * modelStripes
+	for i := range pods {
+		c.UpsertPod(makePod(fmt.Sprintf("p%02d", i)).Build())
+	}
+	m, _ := c.Model("llama")
+	stripes := map[uint8]bool{}
+	for _, p := range m.Pods() {
+		stripes[p.state.stripe] = true
+	}
+	if len(stripes) != modelStripes {
+		t.Errorf("%d pods use %d stripes, want all %d", pods, len(stripes), modelStripes)
+	}
+	var wg sync.WaitGroup
+	reservations := make([]*Reservation, pods*10)
+	for i := range reservations {
+		wg.Go(func() { reservations[i] = Tracker{}.Reserve(m, m.Pods()[i%pods], 2) })
+	}
+	wg.Wait()
+	if n, in := m.Load().InFlight(), m.Load().TokensIn(); n != int64(len(reservations)) || in != 2*n {
+		t.Errorf("model counts %d in flight, %d tokens in; want %d, %d", n, in, len(reservations), 2*len(reservations))
+	}
+	for _, r := range reservations {
+		wg.Go(func() { r.Release(1) })
+	}
+	wg.Wait()
+	if n, out := m.Load().InFlight(), m.Load().TokensOut(); n != 0 || out != int64(len(reservations)) {
+		t.Errorf("after release: %d in flight, %d tokens out; want 0, %d", n, out, len(reservations))
+	}
+	for i := range m.load.stripes {
+		if n := m.load.stripes[i].InFlight(); n != 0 {
+			t.Errorf("stripe %d left at %d in flight", i, n)
+		}
 	}
 }

@@ -69,7 +69,7 @@ type Model struct {
 	asBase, asAdapter []*Pod
 	// load is written by reservations and read by anyone; shared across versions of the
 	// model while it keeps at least one endpoint.
-	load *Load
+	load *ModelLoad
 }
 
 // IsAdapter reports whether the model is a LoRA adapter on top of BaseModel.
@@ -87,7 +87,7 @@ func (m *Model) Pods() []*Pod { return m.endpoints.Pods }
 func (m *Model) PodSet() PodSet { return m.endpoints }
 
 // Load returns the model's request counters.
-func (m *Model) Load() *Load { return m.load }
+func (m *Model) Load() *ModelLoad { return m.load }
 
 // podShards is the number of maps the pod registry is split into, so that a pod change
 // copies one small map rather than all pods.
@@ -212,9 +212,10 @@ type Cache struct {
 	mu         sync.Mutex
 	pods       map[endpoint.Key]*podRecord
 	adapters   map[endpoint.Key]adapterRecord
-	modelLoads map[string]*Load
-	// cells allocates the pods' hot cells.
-	cells hotAllocator
+	modelLoads map[string]*ModelLoad
+	// cells allocates the pods' hot cells; stripes counts the pods given a stripe.
+	cells   hotAllocator
+	stripes uint64
 	// sessions is the last engine session number handed out.
 	sessions uint64
 }
@@ -224,7 +225,7 @@ func New() *Cache {
 	c := &Cache{
 		pods:       make(map[endpoint.Key]*podRecord),
 		adapters:   make(map[endpoint.Key]adapterRecord),
-		modelLoads: make(map[string]*Load),
+		modelLoads: make(map[string]*ModelLoad),
 	}
 	c.Reader = Reader{snap: &c.snap}
 	c.snap.Store(&snapshot{models: map[string]*Model{}, namespaces: map[string][]*Pod{}})
@@ -382,7 +383,7 @@ func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	rec, ok := c.pods[e.Key]
 	switch {
 	case !ok:
-		rec = &podRecord{state: &podState{hot: c.cells.next()}}
+		rec = &podRecord{state: c.newPodState()}
 		c.pods[e.Key] = rec
 		c.newSession(rec)
 	case rec.ep.Address != e.Address || rec.ep.Port != e.Port:
@@ -600,10 +601,10 @@ func (c *Cache) join(ns string, rec *podRecord, claims []instanceClaim) []string
 
 // modelLoad returns the request counters of model name, creating them on first use. The
 // caller holds c.mu.
-func (c *Cache) modelLoad(name string) *Load {
+func (c *Cache) modelLoad(name string) *ModelLoad {
 	l, ok := c.modelLoads[name]
 	if !ok {
-		l = new(Load)
+		l = new(ModelLoad)
 		c.modelLoads[name] = l
 	}
 	return l
@@ -676,7 +677,7 @@ func (c *Cache) publish() {
 		next.modelNames = append(next.modelNames, name)
 	}
 	slices.Sort(next.modelNames)
-	maps.DeleteFunc(c.modelLoads, func(name string, _ *Load) bool {
+	maps.DeleteFunc(c.modelLoads, func(name string, _ *ModelLoad) bool {
 		_, ok := next.models[name]
 		return !ok
 	})

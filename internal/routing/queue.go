@@ -77,7 +77,7 @@ func (q *queueRouter) Route(rc *RoutingContext) {
 		rc.Reject(ErrQueueFull)
 		return
 	}
-	w := &waiter{rc: rc, ticket: q.queuer.Queue(rc.Model.Load())}
+	w := &waiter{rc: rc, ticket: q.queuer.Queue(rc.Model.Load().Queued())}
 	w.elem = fifo.PushBack(w)
 	q.queued.Add(1)
 	w.stopCancel = context.AfterFunc(rc, func() { q.cancel(w) })
