@@ -2,6 +2,7 @@ package sessionaffinity
 
 import (
 	"net/http"
+	"sort"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -91,7 +92,7 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 // Pick returns the index of the session's endpoint among cands. It returns
 // routing.ErrUndecided for a request without a session id.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
-	i, ok := r.pick(rc, len(cands), func(i int) (endpoint.Key, bool) { return cands[i].Key, true })
+	i, ok := r.pick(rc, len(cands), func(i int) endpoint.Key { return cands[i].Key }, func(int) bool { return true })
 	if !ok {
 		return 0, routing.ErrUndecided
 	}
@@ -102,8 +103,8 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // request without a session id, for Pick to defer to the fallback.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	pods, cells := rc.Candidates, rc.Cells
-	admitted := func(i int) (endpoint.Key, bool) { return pods[i].Key, e.Admits(cells[i].InFlight()) }
-	i, ok := r.pick(rc, len(pods), admitted)
+	i, ok := r.pick(rc, len(pods), func(i int) endpoint.Key { return pods[i].Key },
+		func(i int) bool { return e.Admits(cells[i].InFlight()) })
 	if !ok {
 		return 0, 0, false
 	}
@@ -111,23 +112,23 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	return i, cells[i].InFlight(), true
 }
 
-// pick returns the index of the session's endpoint among n endpoints, of which key
-// returns each one's key and whether it may be chosen: the one the session table names,
-// or else the one rendezvous hashing ranks first. It reports false for a request without
-// a session id or when no endpoint may be chosen.
-func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) (endpoint.Key, bool)) (int, bool) {
+// pick returns the index of the session's endpoint among n endpoints, sorted by key
+// (cache.PodSet), of which key returns each one's key and admitted whether it may be
+// chosen: the one the session table names, found by binary search, or else the one
+// rendezvous hashing ranks first. It reports false for a request without a session id
+// or when no endpoint may be chosen.
+func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) endpoint.Key, admitted func(int) bool) (int, bool) {
 	id := rc.Headers.Get(r.header)
 	if id == "" {
 		return 0, false
 	}
 	if known, ok := r.sessions.lookup(sessionHash(rc, id), r.now()); ok {
-		for i := range n {
-			if k, ok := key(i); ok && k == known {
-				return i, true
-			}
+		i := sort.Search(n, func(i int) bool { return !less(key(i), known) })
+		if i < n && key(i) == known && admitted(i) {
+			return i, true
 		}
 	}
-	return rendezvous(id, n, key)
+	return rendezvous(id, n, key, admitted)
 }
 
 // Learn records that chosen served the request's session, starting its TTL anew. It
@@ -151,20 +152,20 @@ func sessionHash(rc *routing.RoutingContext, id string) uint64 {
 }
 
 // rendezvous returns the index of the endpoint with the highest weight for session id
-// among the n that key admits, breaking (astronomically unlikely) equal weights by the
-// smaller key so that the choice does not depend on the endpoints' order. It reports
-// false when key admits none.
-func rendezvous(id string, n int, key func(int) (endpoint.Key, bool)) (int, bool) {
+// among the n of which admitted admits, key returning each one's key, breaking
+// (astronomically unlikely) equal weights by the smaller key so that the choice does not
+// depend on the endpoints' order. It reports false when admitted admits none.
+func rendezvous(id string, n int, key func(int) endpoint.Key, admitted func(int) bool) (int, bool) {
 	var session xxhash.Digest
 	session.Reset()
 	_, _ = session.WriteString(id)
 	_, _ = session.WriteString("\x00")
 	best, bestKey, bestWeight := -1, endpoint.Key{}, uint64(0)
 	for i := range n {
-		k, ok := key(i)
-		if !ok {
+		if !admitted(i) {
 			continue
 		}
+		k := key(i)
 		w := weight(session, k)
 		if best < 0 || w > bestWeight || w == bestWeight && less(k, bestKey) {
 			best, bestKey, bestWeight = i, k, w

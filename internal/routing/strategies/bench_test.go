@@ -29,6 +29,13 @@ func BenchmarkRoute(b *testing.B) {
 		fleets[n] = fleet
 	}
 	prompt := fmt.Sprintf("%04000d", 42) // a 4 KB prompt
+	// Requests of sessions of their own, in turn, so that concurrent decisions of the
+	// session-affinity strategy touch the sessions a real workload would.
+	reqs := make([]routing.Request, 256)
+	for i := range reqs {
+		reqs[i] = routing.Request{Prompt: prompt, PromptTokens: 1000, MaxTokens: 128,
+			Headers: map[string][]string{"X-Session-Id": {fmt.Sprintf("s%d", i)}}}
+	}
 	for _, strategy := range allStrategies {
 		for _, n := range sizes {
 			fleet := fleets[n]
@@ -36,10 +43,8 @@ func BenchmarkRoute(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := routing.Request{Prompt: prompt, PromptTokens: 1000, MaxTokens: 128,
-				Headers: map[string][]string{"X-Session-Id": {"s1"}}}
-			route := func(rc *routing.RoutingContext) {
-				fleet.InitContext(rc, req)
+			route := func(rc *routing.RoutingContext, i int) {
+				fleet.InitContext(rc, reqs[i%len(reqs)])
 				router.Route(rc)
 				target, err := rc.TryResult()
 				if err != nil {
@@ -51,16 +56,16 @@ func BenchmarkRoute(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
 				var rc routing.RoutingContext // the caller's, as a gateway request's
-				for b.Loop() {
-					route(&rc)
+				for i := 0; b.Loop(); i++ {
+					route(&rc, i)
 				}
 			})
 			b.Run(name+"/parallel", func(b *testing.B) {
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					var rc routing.RoutingContext
-					for pb.Next() {
-						route(&rc)
+					for i := 0; pb.Next(); i++ {
+						route(&rc, i)
 					}
 				})
 			})
