@@ -149,6 +149,10 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 				c.stream, c.gateway["p50-ms"]-c.direct["p50-ms"], c.gateway["p99-ms"]-c.direct["p99-ms"]))
 		}
 	}
+	if direct, gw, ok := firstByte(res.GatewayOverhead); ok {
+		gatewayLines = append(gatewayLines, fmt.Sprintf("- First streamed byte: read %.3f ms (p50) after the engine wrote it through the gateway, %.3f ms directly (%+.3f ms).",
+			gw["relay-p50-ms"], direct["relay-p50-ms"], gw["relay-p50-ms"]-direct["relay-p50-ms"]))
+	}
 	if len(aggs) == 0 && len(gatewayLines) == 0 {
 		return
 	}
@@ -418,6 +422,27 @@ func renderGatewayOverhead(w writef, bs []GoBenchmark) {
 			c.gateway["p50-ms"]-c.direct["p50-ms"], c.gateway["p99-ms"]-c.direct["p99-ms"])
 	}
 	w("\n")
+	if direct, gw, ok := firstByte(bs); ok {
+		w("First streamed byte (`first-byte`): an engine in the benchmark stamps the first event of each stream with the time it writes it; ")
+		w("the client, on the same clock and one request at a time, reads the event this long after the stamp.\n\n")
+		w("| path | p50 | p99 |\n|---|--:|--:|\n")
+		w("| direct | %.3f ms | %.3f ms |\n| gateway | %.3f ms | %.3f ms |\n", direct["relay-p50-ms"], direct["relay-p99-ms"], gw["relay-p50-ms"], gw["relay-p99-ms"])
+		w("| added by the gateway | %+.3f ms | %+.3f ms |\n\n", gw["relay-p50-ms"]-direct["relay-p50-ms"], gw["relay-p99-ms"]-direct["relay-p99-ms"])
+	}
+}
+
+// firstByte returns the direct and gateway results of BenchmarkGatewayOverhead's
+// first-byte cases, if both ran.
+func firstByte(bs []GoBenchmark) (direct, gateway map[string]float64, ok bool) {
+	for _, b := range bs {
+		switch b.Name {
+		case "BenchmarkGatewayOverhead/first-byte/direct":
+			direct = b.Metrics
+		case "BenchmarkGatewayOverhead/first-byte/gateway":
+			gateway = b.Metrics
+		}
+	}
+	return direct, gateway, direct != nil && gateway != nil
 }
 
 func renderMicro(w writef, bs []GoBenchmark) {

@@ -1,12 +1,14 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -57,7 +59,12 @@ const (
 // Client, engine and gateway share the machine's CPUs, so on a small machine the
 // gateway's CPU also slows the engine; compare direct and gateway of one run only.
 //
-// The API server, the engine and the gateway are started once for every case. Run with
+// The first-byte cases measure the relay of a stream instead: an engine in the test
+// binary stamps the first event of each stream with the time it writes it, and the
+// client, on the same clock, reports how long after that stamp it read the event
+// (relay-p50-ms, relay-p99-ms), one request at a time, directly and through the gateway.
+//
+// The API server, the engines and the gateway are started once for every case. Run with
 // KUBEBUILDER_ASSETS set (make test does), e.g.
 //
 //	go test -run '^$' -bench BenchmarkGatewayOverhead -benchtime 400x ./internal/gateway/
@@ -83,7 +90,16 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}},
 		},
 	}
-	c.Create(b, class, gw, svc, route)
+	stamping := startStampingEngine(b, "127.0.0.3")
+	c.EnginePod(b, benchNamespace, "stamping-0", benchModel, stamping, map[string]string{"app": "stamping"})
+	route.Spec.Rules = append(route.Spec.Rules, gatewayv1.HTTPRouteRule{
+		Matches: []gatewayv1.HTTPRouteMatch{{Headers: []gatewayv1.HTTPHeaderMatch{{Name: benchFirstByteHeader, Value: "1"}}}},
+		BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{
+			BackendObjectReference: gatewayv1.BackendObjectReference{Name: "stamping", Port: new(gatewayv1.PortNumber(8000))},
+		}}},
+	})
+	c.Create(b, class, gw, svc, route,
+		testenv.EngineService(benchNamespace, "stamping", map[string]string{"app": "stamping"}))
 	runGateway(b, c, gateway.Options{})
 
 	transport := &http.Transport{
@@ -116,6 +132,15 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	b.Run("first-byte", func(b *testing.B) {
+		for _, t := range []struct{ name, url string }{
+			{"direct", "http://" + stamping + "/v1/chat/completions"},
+			targets[1],
+		} {
+			b.Run(t.name, func(b *testing.B) { benchFirstByte(b, hc, t.url) })
+		}
+	})
 
 	prompts := []struct{ name, text string }{
 		{"short", "Say hello in one short sentence."},
@@ -193,6 +218,88 @@ func benchLoad(b *testing.B, hc *http.Client, url string, body []byte, stream bo
 	b.ReportMetric(ms(0.50), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+}
+
+// benchFirstByteHeader routes a request through the gateway to the stamping engine.
+const benchFirstByteHeader = "X-Bench-First-Byte"
+
+// startStampingEngine serves, on a free port of host, an engine whose every chat
+// completion is a stream: a first event carrying the Unix time in nanoseconds at which
+// it is written ({"stamp":N}), then, 2 ms later, the end of the stream. It answers
+// /metrics and /v1/models as an idle engine serving benchModel, and returns its address.
+func startStampingEngine(b *testing.B, host string) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "data: {\"stamp\":%d}\n\n", time.Now().UnixNano())
+		w.(http.Flusher).Flush()
+		time.Sleep(2 * time.Millisecond)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	})
+	mux.HandleFunc("GET /metrics", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, benchModel)
+	})
+	addr := testenv.FreeAddr(b, host)
+	srv := &http.Server{Addr: addr, Handler: mux}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	return addr
+}
+
+// benchFirstByte sends b.N streamed requests to url, one at a time, and reports how long
+// after the engine stamped the first event the client read it.
+func benchFirstByte(b *testing.B, hc *http.Client, url string) {
+	body := benchChatBody("hi", true)
+	relay := make([]time.Duration, 0, b.N)
+	first := func() (time.Duration, error) {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(benchFirstByteHeader, "1")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		event, err := bufio.NewReader(resp.Body).ReadString('\n')
+		read := time.Now()
+		if err != nil {
+			return 0, fmt.Errorf("read the first event of %s: %w", url, err)
+		}
+		var stamp struct{ Stamp int64 }
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(event, "data: ")), &stamp); err != nil || stamp.Stamp == 0 {
+			return 0, fmt.Errorf("%s: first event %q is not the stamping engine's", url, event)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return read.Sub(time.Unix(0, stamp.Stamp)), nil
+	}
+	if _, err := first(); err != nil { // warm up the connections
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := first()
+		if err != nil {
+			b.Fatal(err)
+		}
+		relay = append(relay, d)
+	}
+	b.StopTimer()
+	slices.Sort(relay)
+	ms := func(q float64) float64 {
+		return float64(relay[min(int(q*float64(len(relay))), len(relay)-1)]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ms(0.50), "relay-p50-ms")
+	b.ReportMetric(ms(0.99), "relay-p99-ms")
 }
 
 // benchDo posts body to url, reads the whole response into buf and checks it is a
