@@ -89,8 +89,10 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	// 2. The gateway's cache context: pods, adapters, metrics, policies, routes.
-	view, err := cache.InitForGateway(mgr, cache.Options{Scrape: scrape})
+	// 2. The gateway's cache context: pods, adapters, metrics, policies, routes. Without
+	// the ext_proc picker, only routes send requests to engines: only their backends are
+	// scraped.
+	view, err := cache.InitForGateway(mgr, cache.Options{Scrape: scrape, BackendsOnly: picker.addr == ""})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@ type Options struct {
 	// StaleAfter is the age beyond which a metrics snapshot is stale and routers treat an
 	// endpoint's metrics as unknown. Zero means ten scrape intervals.
 	StaleAfter time.Duration
+	// BackendsOnly makes the gateway's scraper scrape and list only the engine pods that
+	// a Service some HTTPRoute names as a backend selects: the only pods its routes can
+	// send requests to. Leave it false when something else routes to engine pods too,
+	// such as the ext_proc picker. The other contexts ignore it.
+	BackendsOnly bool
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -102,6 +107,7 @@ type Metadata struct {
 	Sync
 	scraper    *Scraper
 	staleAfter time.Duration
+	backends   backendSelections
 }
 
 // StaleAfter returns the age beyond which a metrics snapshot is stale.
@@ -139,6 +145,7 @@ type Gateway struct {
 
 	scraper    *Scraper
 	staleAfter time.Duration
+	backends   backendSelections
 }
 
 // StaleAfter returns the age beyond which a metrics snapshot is stale.
@@ -179,8 +186,8 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 // HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds, a feed of the
 // certificates of the Secrets Switchboard's Gateways name (Secrets are watched
 // metadata-only; a named Secret's data is read with mgr's uncached API reader), and the
-// scraper of engine metrics and model listings (of engine Pods only). The context
-// starts with mgr.
+// scraper of engine metrics and model listings (of engine Pods only; with
+// opts.BackendsOnly, of those HTTPRoutes' backends select). The context starts with mgr.
 func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	c := New()
@@ -194,9 +201,12 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		ReferenceGrants: new(Store[*gatewayv1.ReferenceGrant]),
 		Namespaces:      new(Store[map[string]string]),
 		Certificates:    new(Store[routetable.Certificate]),
-		scraper:         NewScraper(c, opts.Scrape),
 		staleAfter:      opts.StaleAfter,
 	}
+	if opts.BackendsOnly {
+		opts.Scrape.Wanted = func(p *Pod) bool { return g.backends.selects(g, p) }
+	}
+	g.scraper = NewScraper(c, opts.Scrape)
 	feeds := []kindFeed{
 		backendPodFeed(c), adapterFeed(c), policyFeed(g.Policies),
 		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),

@@ -76,6 +76,11 @@ type ScrapeOptions struct {
 	// Scraper uses a client of its own, which keeps one connection per engine and whose
 	// idle connections are closed when Start returns. The Scraper sends no credentials.
 	Client *http.Client
+	// Wanted, if set, reports whether a routable engine pod's metrics and models are of
+	// use; the pods it rejects are neither scraped nor listed, and those it stops
+	// wanting are dropped at the next reconcile. It is asked of every routable engine pod
+	// once per Interval, from one goroutine.
+	Wanted func(*Pod) bool
 }
 
 // withDefaults returns o with every zero or negative field replaced by its default.
@@ -340,14 +345,14 @@ func (s *Scraper) Start(ctx context.Context) error {
 	}
 }
 
-// reconcile brings the targets in line with the cache: every routable engine pod in a
-// new session gets a target, due at a random phase within the next interval and listed
+// reconcile brings the targets in line with the cache: every routable engine pod that
+// the options want, in a new session, gets a target, due at a random phase within the next interval and listed
 // with its first scrape; the targets of pods that went away or whose session ended are
 // dropped; the others follow the pod's latest version.
 func (s *Scraper) reconcile(sched *schedule, now time.Time) {
 	sched.reconciles++
 	for _, p := range s.cache.ListPods() {
-		if !p.IsEngine() || !p.Routable() {
+		if !p.IsEngine() || !p.Routable() || s.opts.Wanted != nil && !s.opts.Wanted(p) {
 			continue
 		}
 		// The session changes whenever the address or port does (see Cache).

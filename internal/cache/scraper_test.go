@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -579,10 +580,39 @@ func TestScrapeOptionsDefaults(t *testing.T) {
 		MaxConcurrent:         5,
 		MaxBodyBytes:          DefaultScrapeMaxBodyBytes,
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("withDefaults() = %+v, want %+v", got, want)
 	}
 	if NewScraper(New(), ScrapeOptions{}).NeedLeaderElection() {
 		t.Error("NeedLeaderElection() = true, want false: every replica scrapes")
+	}
+}
+
+func TestScraperSkipsUnwantedPods(t *testing.T) {
+	a, b := newFakeEngine(t, nil), newFakeEngine(t, nil)
+	c := New()
+	c.UpsertPod(makePod("a").ServedBy(a.Server).Build())
+	c.UpsertPod(makePod("b").ServedBy(b.Server).Build())
+	var wantA, wantB atomic.Bool
+	wantA.Store(true)
+	wanted := func(p *Pod) bool {
+		if p.Key.Name == "a" {
+			return wantA.Load()
+		}
+		return wantB.Load()
+	}
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond, Wanted: wanted})
+
+	waitUntil(t, "a is scraped 5 times and listed", func() bool { return a.scrapes.Load() >= 5 && a.listings.Load() >= 1 })
+	if n, l := b.scrapes.Load(), b.listings.Load(); n+l != 0 {
+		t.Errorf("unwanted b was scraped %d and listed %d times", n, l)
+	}
+	wantB.Store(true)
+	wantA.Store(false)
+	waitUntil(t, "b is scraped once it is wanted", func() bool { return b.scrapes.Load() >= 1 })
+	stopped := a.scrapes.Load()
+	waitUntil(t, "b is scraped 5 more times", func() bool { return b.scrapes.Load() >= 6 })
+	if n := a.scrapes.Load(); n > stopped+1 { // one flight may have been on its way
+		t.Errorf("a, no longer wanted, was scraped %d more times", n-stopped)
 	}
 }
