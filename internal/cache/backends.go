@@ -19,7 +19,9 @@ type backendSelection struct {
 }
 
 // backendSelections computes a gateway's backend selection once per version.
-type backendSelections struct{ current atomic.Pointer[backendSelection] }
+type backendSelections struct {
+	current atomic.Pointer[backendSelection]
+}
 
 // selects reports whether a Service that an HTTPRoute of g names as a backend selects p.
 // It is a superset of the pods the gateway routes to: it ignores whether the route is
