@@ -23,12 +23,11 @@ type backendSelections struct {
 	current atomic.Pointer[backendSelection]
 }
 
-// selects reports whether a Service that an HTTPRoute of g names as a backend selects p.
-// It is a superset of the pods the gateway routes to: it ignores whether the route is
-// accepted, which parent it attaches to and whether a ReferenceGrant permits a backend
-// in another namespace.
-func (s *backendSelections) selects(g *Gateway, p *Pod) bool {
-	for _, svc := range s.load(g).byNamespace[p.Key.Namespace] {
+// selects reports whether a Service of the selection selects p. It is a superset of the
+// pods the gateway routes to: it ignores whether the route is accepted, which parent it
+// attaches to and whether a ReferenceGrant permits a backend in another namespace.
+func (sel *backendSelection) selects(p *Pod) bool {
+	for _, svc := range sel.byNamespace[p.Key.Namespace] {
 		if svc.Selects(p) {
 			return true
 		}

@@ -41,7 +41,7 @@ func TestBackendSelection(t *testing.T) {
 	check := func(step string, want map[*Pod]bool) {
 		t.Helper()
 		for p, w := range want {
-			if got := g.backends.selects(g, p); got != w {
+			if got := g.backends.load(g).selects(p); got != w {
 				t.Errorf("%s: selects(%s) = %t, want %t", step, p.Key.Name, got, w)
 			}
 		}

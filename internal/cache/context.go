@@ -204,7 +204,7 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		staleAfter:      opts.StaleAfter,
 	}
 	if opts.BackendsOnly {
-		opts.Scrape.Wanted = func(p *Pod) bool { return g.backends.selects(g, p) }
+		opts.Scrape.Wanted = func() func(*Pod) bool { return g.backends.load(g).selects }
 	}
 	g.scraper = NewScraper(c, opts.Scrape)
 	feeds := []kindFeed{

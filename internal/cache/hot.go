@@ -212,6 +212,13 @@ func NewPodSet(pods []*Pod) PodSet {
 	if !slices.IsSortedFunc(pods, comparePods) {
 		pods = slices.SortedFunc(slices.Values(pods), comparePods)
 	}
+	return sortedPodSet(pods)
+}
+
+// sortedPodSet is NewPodSet of pods already sorted by key, such as a model's: a model is
+// published once per change of any of its pods, and checking the order each time would
+// make registering a large fleet quadratic in key comparisons.
+func sortedPodSet(pods []*Pod) PodSet {
 	hot := make([]*Hot, len(pods))
 	for i, p := range pods {
 		hot[i] = p.hot

@@ -540,10 +540,10 @@ func insertSorted(pods []*Pod, p *Pod) []*Pod {
 func (c *Cache) newModel(name string, asBase, asAdapter []*Pod) *Model {
 	m := &Model{Name: name, BaseModel: name, asBase: asBase, asAdapter: asAdapter, load: c.modelLoad(name)}
 	if len(asBase) == 0 {
-		m.endpoints = NewPodSet(asAdapter)
+		m.endpoints = sortedPodSet(asAdapter)
 		m.BaseModel = asAdapter[0].BaseModel
 	} else {
-		m.endpoints = NewPodSet(asBase)
+		m.endpoints = sortedPodSet(asBase)
 	}
 	return m
 }

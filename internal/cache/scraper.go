@@ -76,11 +76,10 @@ type ScrapeOptions struct {
 	// Scraper uses a client of its own, which keeps one connection per engine and whose
 	// idle connections are closed when Start returns. The Scraper sends no credentials.
 	Client *http.Client
-	// Wanted, if set, reports whether a routable engine pod's metrics and models are of
-	// use; the pods it rejects are neither scraped nor listed, and those it stops
-	// wanting are dropped at the next reconcile. It is asked of every routable engine pod
-	// once per Interval, from one goroutine.
-	Wanted func(*Pod) bool
+	// Wanted, if set, is called once per Interval, from one goroutine, and returns
+	// whether each routable engine pod's metrics and models are of use then; the pods it
+	// rejects are neither scraped nor listed, and those it stops wanting are dropped.
+	Wanted func() func(*Pod) bool
 }
 
 // withDefaults returns o with every zero or negative field replaced by its default.
@@ -351,8 +350,12 @@ func (s *Scraper) Start(ctx context.Context) error {
 // dropped; the others follow the pod's latest version.
 func (s *Scraper) reconcile(sched *schedule, now time.Time) {
 	sched.reconciles++
+	wanted := func(*Pod) bool { return true }
+	if s.opts.Wanted != nil {
+		wanted = s.opts.Wanted()
+	}
 	for _, p := range s.cache.ListPods() {
-		if !p.IsEngine() || !p.Routable() || s.opts.Wanted != nil && !s.opts.Wanted(p) {
+		if !p.IsEngine() || !p.Routable() || !wanted(p) {
 			continue
 		}
 		// The session changes whenever the address or port does (see Cache).

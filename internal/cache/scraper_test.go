@@ -601,7 +601,8 @@ func TestScraperSkipsUnwantedPods(t *testing.T) {
 		}
 		return wantB.Load()
 	}
-	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond, Wanted: wanted})
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond,
+		Wanted: func() func(*Pod) bool { return wanted }})
 
 	waitUntil(t, "a is scraped 5 times and listed", func() bool { return a.scrapes.Load() >= 5 && a.listings.Load() >= 1 })
 	if n, l := b.scrapes.Load(), b.listings.Load(); n+l != 0 {
