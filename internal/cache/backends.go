@@ -15,7 +15,9 @@ import (
 // selector: whatever the gateway may route to is a pod one of them selects.
 type backendSelection struct {
 	routes, services uint64
-	byNamespace      map[string][]Service
+	// seq numbers the selections computed, from 1.
+	seq         uint64
+	byNamespace map[string][]Service
 }
 
 // backendSelections computes a gateway's backend selection once per version.
@@ -41,7 +43,10 @@ func (s *backendSelections) load(g *Gateway) *backendSelection {
 	if sel := s.current.Load(); sel != nil && sel.routes == routes && sel.services == services {
 		return sel
 	}
-	sel := &backendSelection{routes: routes, services: services, byNamespace: map[string][]Service{}}
+	sel := &backendSelection{routes: routes, services: services, seq: 1, byNamespace: map[string][]Service{}}
+	if prev := s.current.Load(); prev != nil {
+		sel.seq = prev.seq + 1
+	}
 	seen := map[string]bool{} // by namespace and selector
 	for _, route := range g.Routes.List() {
 		for _, rule := range route.Spec.Rules {

@@ -204,7 +204,10 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		staleAfter:      opts.StaleAfter,
 	}
 	if opts.BackendsOnly {
-		opts.Scrape.Wanted = func() func(*Pod) bool { return g.backends.load(g).selects }
+		opts.Scrape.Wanted = func() (func(*Pod) bool, uint64) {
+			sel := g.backends.load(g)
+			return sel.selects, sel.seq
+		}
 	}
 	g.scraper = NewScraper(c, opts.Scrape)
 	feeds := []kindFeed{

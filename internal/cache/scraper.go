@@ -77,9 +77,10 @@ type ScrapeOptions struct {
 	// idle connections are closed when Start returns. The Scraper sends no credentials.
 	Client *http.Client
 	// Wanted, if set, is called once per Interval, from one goroutine, and returns
-	// whether each routable engine pod's metrics and models are of use then; the pods it
-	// rejects are neither scraped nor listed, and those it stops wanting are dropped.
-	Wanted func() func(*Pod) bool
+	// whether each routable engine pod's metrics and models are of use then, with a
+	// version of that answer: the same version, the same answers. The pods it rejects
+	// are neither scraped nor listed, and those it stops wanting are dropped.
+	Wanted func() (wanted func(*Pod) bool, version uint64)
 }
 
 // withDefaults returns o with every zero or negative field replaced by its default.
@@ -287,6 +288,9 @@ type schedule struct {
 	running sync.WaitGroup
 	// reconciles counts the reconciliations with the cache.
 	reconciles uint64
+	// synced are the versions of the cache and of the options' Wanted that the targets
+	// were last reconciled with; set once reconciles > 0.
+	synced struct{ cache, wanted uint64 }
 }
 
 // Start scrapes every routable engine pod once per Interval, at a phase of its own, and
@@ -344,16 +348,22 @@ func (s *Scraper) Start(ctx context.Context) error {
 	}
 }
 
-// reconcile brings the targets in line with the cache: every routable engine pod that
-// the options want, in a new session, gets a target, due at a random phase within the next interval and listed
+// reconcile brings the targets in line with the cache, unless neither the cache nor what
+// the options want changed since it last did: every routable engine pod that the
+// options want, in a new session, gets a target, due at a random phase within the next interval and listed
 // with its first scrape; the targets of pods that went away or whose session ended are
 // dropped; the others follow the pod's latest version.
 func (s *Scraper) reconcile(sched *schedule, now time.Time) {
-	sched.reconciles++
-	wanted := func(*Pod) bool { return true }
+	version := s.cache.Version() // before the pods: a change after it reconciles again
+	wanted, wantedVersion := func(*Pod) bool { return true }, uint64(0)
 	if s.opts.Wanted != nil {
-		wanted = s.opts.Wanted()
+		wanted, wantedVersion = s.opts.Wanted()
 	}
+	if sched.reconciles > 0 && sched.synced.cache == version && sched.synced.wanted == wantedVersion {
+		return // nothing changed since the last reconcile
+	}
+	sched.reconciles++
+	sched.synced.cache, sched.synced.wanted = version, wantedVersion
 	for _, p := range s.cache.ListPods() {
 		if !p.IsEngine() || !p.Routable() || !wanted(p) {
 			continue

@@ -594,6 +594,7 @@ func TestScraperSkipsUnwantedPods(t *testing.T) {
 	c.UpsertPod(makePod("a").ServedBy(a.Server).Build())
 	c.UpsertPod(makePod("b").ServedBy(b.Server).Build())
 	var wantA, wantB atomic.Bool
+	var version atomic.Uint64 // bumped with every change of the answers
 	wantA.Store(true)
 	wanted := func(p *Pod) bool {
 		if p.Key.Name == "a" {
@@ -602,7 +603,7 @@ func TestScraperSkipsUnwantedPods(t *testing.T) {
 		return wantB.Load()
 	}
 	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond,
-		Wanted: func() func(*Pod) bool { return wanted }})
+		Wanted: func() (func(*Pod) bool, uint64) { return wanted, version.Load() }})
 
 	waitUntil(t, "a is scraped 5 times and listed", func() bool { return a.scrapes.Load() >= 5 && a.listings.Load() >= 1 })
 	if n, l := b.scrapes.Load(), b.listings.Load(); n+l != 0 {
@@ -610,6 +611,7 @@ func TestScraperSkipsUnwantedPods(t *testing.T) {
 	}
 	wantB.Store(true)
 	wantA.Store(false)
+	version.Add(1)
 	waitUntil(t, "b is scraped once it is wanted", func() bool { return b.scrapes.Load() >= 1 })
 	stopped := a.scrapes.Load()
 	waitUntil(t, "b is scraped 5 more times", func() bool { return b.scrapes.Load() >= 6 })
