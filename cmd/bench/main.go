@@ -16,10 +16,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/switchboard-llm/switchboard/internal/bench"
 )
 
 func main() {
+	// The bench's Kubernetes client logs nothing worth reading; without a logger,
+	// controller-runtime prints a warning and a stack trace into the bench's output.
+	ctrllog.SetLogger(logr.Discard())
 	cfg := bench.Config{Log: os.Stderr}
 	var rates, strategies, workloads string
 	flag.StringVar(&cfg.Root, "root", ".", "Repository root (bin/, hack/, config/).")

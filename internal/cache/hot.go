@@ -229,6 +229,26 @@ func sortedPodSet(pods []*Pod) PodSet {
 // Len returns the number of pods.
 func (s PodSet) Len() int { return len(s.Pods) }
 
+// Filter returns the set of the pods of s that keep reports true for, in their order, so
+// still sorted; s itself when keep keeps them all. keep is called once per pod.
+func (s PodSet) Filter(keep func(*Pod) bool) PodSet {
+	for i, p := range s.Pods {
+		if keep(p) {
+			continue
+		}
+		out := PodSet{Pods: make([]*Pod, i, len(s.Pods)-1), Hot: make([]*Hot, i, len(s.Pods)-1)}
+		copy(out.Pods, s.Pods[:i])
+		copy(out.Hot, s.Hot[:i])
+		for j := i + 1; j < len(s.Pods); j++ {
+			if keep(s.Pods[j]) {
+				out.Pods, out.Hot = append(out.Pods, s.Pods[j]), append(out.Hot, s.Hot[j])
+			}
+		}
+		return out
+	}
+	return s
+}
+
 // FindPod returns the index of the pod with key k in pods, sorted by key as a PodSet's
 // are, and whether it is there.
 func FindPod(pods []*Pod, k endpoint.Key) (int, bool) {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +97,36 @@ func TestHotReadersRaceAStore(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestPodSetFilter checks that Filter keeps the chosen pods in their order with their
+// cells, asks of each pod once, and returns the set itself when it keeps every pod.
+func TestPodSetFilter(t *testing.T) {
+	c := New()
+	for _, name := range []string{"a", "b", "c", "d"} {
+		c.UpsertPod(makePod(name).Build())
+	}
+	m, _ := c.Model("llama")
+	all := m.PodSet()
+	asked := map[string]int{}
+	got := all.Filter(func(p *Pod) bool { asked[p.Key.Name]++; return p.Key.Name != "b" && p.Key.Name != "d" })
+	var names []string
+	for i, p := range got.Pods {
+		names = append(names, p.Key.Name)
+		if got.Hot[i] != p.Hot() {
+			t.Errorf("Filter's cell %d is not pod %s's", i, p.Key.Name)
+		}
+	}
+	if !slices.Equal(names, []string{"a", "c"}) || len(got.Hot) != 2 {
+		t.Errorf("Filter kept %v (%d cells), want [a c]", names, len(got.Hot))
+	}
+	if len(asked) != 4 || asked["a"] != 1 || asked["b"] != 1 || asked["c"] != 1 || asked["d"] != 1 {
+		t.Errorf("Filter asked %v, want each pod once", asked)
+	}
+	if kept := all.Filter(func(*Pod) bool { return true }); &kept.Pods[0] != &all.Pods[0] {
+		t.Error("Filter keeping every pod copied the set")
+	}
+	if all.Len() != 4 {
+		t.Errorf("Filter changed its input: %d pods", all.Len())
+	}
 }

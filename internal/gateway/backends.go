@@ -97,13 +97,7 @@ func (g *Gateway) candidates(backend routetable.Backend, model *cache.Model, exc
 	if len(exclude) == 0 {
 		return set.svc, set.pods
 	}
-	out := make([]*cache.Pod, 0, set.pods.Len())
-	for _, p := range set.pods.Pods {
-		if !exclude[p] {
-			out = append(out, p)
-		}
-	}
-	return set.svc, cache.NewPodSet(out)
+	return set.svc, set.pods.Filter(func(p *cache.Pod) bool { return !exclude[p] })
 }
 
 // candidateKey names a candidate set: a backend's Service and port, and a model ("" on

@@ -54,20 +54,15 @@ func (p *Picker) Pick(ctx context.Context, headers http.Header, body []byte) (en
 	if !ok {
 		return "", nil, errModelNotFound(req.Model)
 	}
-	var cands []*cache.Pod
-	for _, pod := range model.Pods() {
-		if p.scope.contains(pod) {
-			cands = append(cands, pod)
-		}
-	}
-	if len(cands) == 0 {
+	cands := model.PodSet().Filter(p.scope.contains)
+	if cands.Len() == 0 {
 		return "", nil, errModelNotFound(req.Model)
 	}
 	router, strategy, err := g.router(nil, "")
 	if err != nil {
 		return "", nil, errInternal("default strategy: " + err.Error())
 	}
-	target, err := g.route(ctx, headers, req, model, router, strategy, cache.NewPodSet(cands))
+	target, err := g.route(ctx, headers, req, model, router, strategy, cands)
 	if err != nil {
 		return "", nil, err
 	}

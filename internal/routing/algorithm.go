@@ -2,6 +2,7 @@ package routing
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -66,7 +67,17 @@ type Eligibility struct {
 }
 
 // Admits reports whether a pod with inFlight requests in flight may be chosen.
-func (e Eligibility) Admits(inFlight int64) bool { return e.Limit <= 0 || inFlight < e.Limit }
+func (e Eligibility) Admits(inFlight int64) bool { return inFlight < e.Bound() }
+
+// Bound returns the in-flight count from which pods are not admitted: Limit, or the
+// largest count when there is no limit. A loop over many pods compares with it once per
+// pod where Admits would also test for no limit.
+func (e Eligibility) Bound() int64 {
+	if e.Limit <= 0 {
+		return math.MaxInt64
+	}
+	return e.Limit
+}
 
 // Oldest returns the earliest scrape time, in Unix nanoseconds, of the metrics that are
 // fresh for a decision at now (endpoint.Summary.Known).

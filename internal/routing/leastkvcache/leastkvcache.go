@@ -1,8 +1,6 @@
 package leastkvcache
 
 import (
-	"math"
-
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -68,10 +66,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	g := shareOf{rc: rc, share: defaultRequestShare}
 	var ties routing.Ties
 	var best projection
-	limit := e.Limit
-	if limit <= 0 {
-		limit = math.MaxInt64
-	}
+	limit := e.Bound()
 	for i, h := range cells {
 		n := h.InFlight()
 		if n >= limit {

@@ -153,10 +153,7 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	r.sweep(rc.Now)
 	cells := rc.Cells
-	limit := e.Limit
-	if limit <= 0 {
-		limit = math.MaxInt64
-	}
+	limit := e.Bound()
 	oldest := e.Oldest(rc.Now)
 
 	// The load guard's idlest count and the pooled speed, over the admitted pods.

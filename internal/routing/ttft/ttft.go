@@ -41,8 +41,8 @@ type Engine struct {
 	Speed endpoint.Speed
 }
 
-// EngineOf returns c as a prediction reads it.
-func EngineOf(c *routing.Candidate) Engine {
+// engineOf returns c as a prediction reads it.
+func engineOf(c *routing.Candidate) Engine {
 	if m := c.Metrics; m != nil {
 		return Engine{InFlight: c.InFlight, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
 	}
@@ -143,14 +143,14 @@ func pick(own, fleet float64) float64 {
 // prompt has uncached tokens the engine is not expected to hold. The fixed part of a
 // prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
 func (e *Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
-	en := EngineOf(c)
+	en := engineOf(c)
 	return e.Predict(&en, uncached, 0)
 }
 
 // Latency returns the predicted time, in seconds, until a request on c with uncached
 // prompt tokens the engine is not expected to hold has generated output tokens.
 func (e *Estimator) Latency(c *routing.Candidate, uncached, output float64) float64 {
-	en := EngineOf(c)
+	en := engineOf(c)
 	return e.Predict(&en, uncached, output)
 }
 
@@ -163,7 +163,7 @@ func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
 // the engine runs it (see wait).
 func (e *Estimator) Wait(c *routing.Candidate) float64 {
-	en := EngineOf(c)
+	en := engineOf(c)
 	return wait(&en, e.speed(&en).service)
 }
 
