@@ -80,10 +80,12 @@ type PrefixCacheConfig struct {
 	MinMatchRatio *string `json:"minMatchRatio,omitempty"`
 
 	// LoadImbalanceThreshold is a hard guard on top of the prediction of time to first
-	// token: an endpoint with more in-flight requests than this beyond the idlest candidate
-	// is left out of the decision, whatever its prefix match. The prediction itself weighs
-	// the wait behind an engine's queue against the prefill a match saves, so the guard
-	// only acts when the prediction is wrong. Defaults to 8.
+	// token: an endpoint that the request would put more than this many in-flight
+	// requests ahead of the idlest candidate is left out of the decision, whatever its
+	// prefix match, so no endpoint runs more than this many ahead. The prediction itself
+	// weighs the wait behind an engine's queue against the prefill a match saves, so the
+	// guard acts where the prediction cannot: before an engine was ever seen queueing, when
+	// its slot count is unknown. Defaults to 8.
 	// +optional
 	// +kubebuilder:default=8
 	// +kubebuilder:validation:Minimum=1

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
 )
 
 func TestPoissonSchedule(t *testing.T) {
@@ -323,6 +325,10 @@ func headlineResults() *Results {
 				res.Points = append(res.Points, point("fast-fail", st, r, seed, 100).failing(failed))
 			}
 		}
+		for _, w := range []string{"shared-prefix", "fast-fail"} {
+			mean := []float64{5, 4, 6}[i]
+			res.Bounds = append(res.Bounds, Bound{Workload: w, Rate: 10, Seed: seed, TTFT: Summary{Count: 10, Mean: mean, P99: 4 * mean}})
+		}
 	}
 	return res
 }
@@ -351,6 +357,8 @@ func TestRenderHeadline(t *testing.T) {
 		"| 30 | prefix-cache | **30 (27–36)** | 0.40× | 0.20× |",
 		"| 10 | least-request | 25 (20–30) | 1.00× | 0.50× |",
 		"| 10 | random | 50 (40–60) | 2.00× | 1.00× |",
+		// The lower bound, below the strategies, never bold.
+		"| 10 | _lower bound_ | 5 (4–6) | 0.20× | 0.10× | 20 (16–24) | 0.20× | 0.10× |",
 		// fast-fail: failed share median and max over the seeds, and the retry budget.
 		"| rate | strategy | failed % (median) | failed % (max) | max retries | TTFT mean |",
 		"| 10 | random | 20.0% | 30.0% | 2 | 100 |",
@@ -361,6 +369,9 @@ func TestRenderHeadline(t *testing.T) {
 			t.Errorf("headline lacks %q", want)
 		}
 	}
+	if n := strings.Count(head, "_lower bound_ |"); n != 1 {
+		t.Errorf("the headline shows %d lower-bound rows, want 1: only where a bound was computed, never for failing engines", n)
+	}
 	// The detail tables show medians with ranges and totals over the seeds.
 	for _, want := range []string{
 		"| prefix-cache | 10 | 30/30 | 10 (9–12) |",
@@ -369,6 +380,40 @@ func TestRenderHeadline(t *testing.T) {
 		if !strings.Contains(detail, want) {
 			t.Errorf("detail tables lack %q", want)
 		}
+	}
+}
+
+func TestLowerBound(t *testing.T) {
+	engine := enginesim.DefaultConfig()
+	engine.TimeScale = 2
+	system := strings.Repeat("s", 4*engine.BlockSize*100) // a hundred blocks of text
+	reqs := []Request{
+		{Messages: []Message{{Role: "system", Content: system}, {Role: "user", Content: "first"}}},
+		{Messages: []Message{{Role: "system", Content: system}, {Role: "user", Content: "second question"}}},
+		{Messages: []Message{{Role: "user", Content: "hi"}}},
+	}
+	got := lowerBound(reqs, engine)
+	prompt := func(r Request) string {
+		var turns []enginesim.Message
+		for _, m := range r.Messages {
+			turns = append(turns, enginesim.Message{Role: m.Role, Text: m.Content})
+		}
+		return enginesim.ChatPrompt(turns)
+	}
+	cost := func(uncached int) time.Duration { return 2 * engine.PrefillTime(uncached, 1) }
+	// The first prefills all of its prompt; the second only what follows the whole blocks
+	// it shares with the first; the third shares nothing.
+	shared := len(enginesim.BlockHashes("<|system|>"+system+"\n", engine.BlockSize))
+	want := []time.Duration{
+		cost(enginesim.CountTokens(prompt(reqs[0]))),
+		cost(enginesim.CountTokens(prompt(reqs[1])) - shared*engine.BlockSize),
+		cost(enginesim.CountTokens(prompt(reqs[2]))),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lowerBound = %v, want %v", got, want)
+	}
+	if got[1] >= got[0]/4 {
+		t.Errorf("the second request's bound %v should be a fraction of the first's %v", got[1], got[0])
 	}
 }
 

@@ -86,12 +86,7 @@ type streamOptions struct {
 // with arrivals and prompts drawn from arrivals; seed is the run's seed it is recorded with.
 func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate float64, duration time.Duration, seed, arrivals uint64) (PointResult, error) {
 	res := PointResult{Workload: w.Name, Strategy: strategy, Rate: rate, Seed: seed, Duration: duration.Seconds()}
-	schedule := PoissonSchedule(rate, duration, arrivals)
-	// Same arrivals seed for every strategy: each sees the same arrivals and request shapes.
-	// The salt makes the texts unique per point, so no point profits from another's cached
-	// blocks.
-	salt := fmt.Sprintf("[%s/%s/%g/%d]", w.Name, strategy, rate, arrivals)
-	reqs := w.Generate(rand.New(rand.NewPCG(arrivals, 0xb0d1e5)), len(schedule), salt)
+	schedule, reqs := pointRequests(w, strategy, rate, duration, arrivals)
 	var opts *streamOptions
 	if f.cfg.IncludeUsage {
 		opts = &streamOptions{IncludeUsage: true}
@@ -172,6 +167,16 @@ func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate 
 	}
 	res.Spread = NewSpread(perEngine)
 	return res, nil
+}
+
+// pointRequests returns the arrival times and the requests of strategy's load point of w
+// at rate over duration, drawn from the seed arrivals. Every strategy of a seed gets the
+// same arrivals and request shapes; the salt makes the texts unique per point, so that no
+// point profits from another's cached blocks.
+func pointRequests(w Workload, strategy string, rate float64, duration time.Duration, arrivals uint64) ([]time.Duration, []Request) {
+	schedule := PoissonSchedule(rate, duration, arrivals)
+	salt := fmt.Sprintf("[%s/%s/%g/%d]", w.Name, strategy, rate, arrivals)
+	return schedule, w.Generate(rand.New(rand.NewPCG(arrivals, 0xb0d1e5)), len(schedule), salt)
 }
 
 // send posts one streaming chat completion and measures it.

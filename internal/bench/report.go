@@ -166,7 +166,11 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 			}
 			w(", and its ratio to %s median at the same rate, from this run: below 1× is faster", strings.Join(names, " and "))
 		}
-		w(".\n\n")
+		w(".")
+		if len(res.Bounds) > 0 {
+			w(" Each rate's _lower bound_ row is computed, not measured: the TTFT every request of the point would have if an engine holding every block of every earlier request's prompt ran it alone at once, by the engines' latency model — no routing does better (a block is cached only once a request brought it, batching only slows a prefill, queueing only adds).")
+		}
+		w("\n\n")
 	}
 	for _, wl := range res.Workloads {
 		var mine []Aggregate
@@ -215,7 +219,15 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 			}
 			bestMean := lowestMedian(row, func(a Aggregate) Stat { return a.TTFTMean })
 			bestP99 := lowestMedian(row, func(a Aggregate) Stat { return a.TTFTP99 })
-			for _, a := range row {
+			strategies := len(row)
+			if b, ok := boundAggregate(res.Bounds, wl.Name, rate); ok && !faulty {
+				row = append(row, b)
+			}
+			for i, a := range row {
+				if i == strategies { // the lower bound: no strategy's to bold
+					bestMean, bestP99 = math.NaN(), math.NaN()
+					a.Strategy = "_" + a.Strategy + "_"
+				}
 				w("| %g | %s |", rate, a.Strategy)
 				if faulty {
 					w(" %s | %s |", percentCell(a.FailedShare), percentOf(a.FailedShare.Max, a.FailedShare.N))

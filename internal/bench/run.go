@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/enginesim"
 )
 
 // Config are the benchmark's settings; cmd/bench fills them from flags.
@@ -69,6 +71,14 @@ func (c Config) logf(format string, args ...any) {
 	}
 }
 
+// engineModel is the configuration of the benchmark's engines: engine-sim's defaults with
+// the flags the fleet starts every engine with.
+func (c Config) engineModel() enginesim.Config {
+	m := enginesim.DefaultConfig()
+	m.KVBlocks, m.BlockSize, m.MaxNumSeqs, m.TimeScale = c.KVBlocks, c.BlockSize, c.MaxNumSeqs, c.TimeScale
+	return m
+}
+
 // Machine records where the results were measured.
 type Machine struct {
 	CPUs      int    `json:"cpus"`
@@ -118,6 +128,8 @@ type Results struct {
 	Workloads  []WorkloadInfo `json:"workloads"`
 	// Points are the per-seed load points, in run order.
 	Points []PointResult `json:"points"`
+	// Bounds are the per-seed lower bounds of the load points' TTFT (lowerBound).
+	Bounds []Bound `json:"bounds,omitempty"`
 	// Aggregates summarise Points per workload, strategy and rate over the seeds;
 	// WriteReport computes them from Points.
 	Aggregates      []Aggregate   `json:"aggregates,omitempty"`
@@ -225,6 +237,11 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 		// The strategies take turns within each seed, so that a slow drift of the machine
 		// spreads over all of them rather than favouring whichever ran its seeds first.
 		for _, seed := range seeds {
+			for ri, rate := range cfg.Rates {
+				_, reqs := pointRequests(w, boundStrategy, rate, cfg.Duration, pointArrivals(seed, wi, ri))
+				res.Bounds = append(res.Bounds, Bound{Workload: w.Name, Rate: rate, Seed: seed,
+					TTFT: Summarize(lowerBound(reqs, cfg.engineModel()))})
+			}
 			for _, strategy := range res.Strategies {
 				// Fresh engines and gateway for every strategy and seed: no run profits from
 				// another's warm cache or suffers from what it taught the gateway.
@@ -234,9 +251,7 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 				err := f.withFailingEngines(ctx, w.FailingEngines, func() error {
 					for ri, rate := range cfg.Rates {
 						n++
-						// Same arrivals and request shapes for every strategy of a seed.
-						arrivals := seed*1000 + uint64(wi*100+ri)
-						p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed, arrivals)
+						p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed, pointArrivals(seed, wi, ri))
 						if err != nil {
 							return fmt.Errorf("%s/%s at %g req/s, seed %d: %w", w.Name, strategy, rate, seed, err)
 						}
@@ -253,6 +268,13 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 		}
 	}
 	return nil
+}
+
+// pointArrivals is the seed of the arrivals and request shapes of the load point at the
+// rate-th rate of the workload-th workload under the run's seed: the same for every
+// strategy of that seed.
+func pointArrivals(seed uint64, workload, rate int) uint64 {
+	return seed*1000 + uint64(workload*100+rate)
 }
 
 // runSeeds returns the n seeds base, base+1, ...; at least base.

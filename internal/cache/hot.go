@@ -27,7 +27,7 @@ type Hot struct {
 }
 
 // summaryWords is the size of a stored metrics summary in 64-bit words.
-const summaryWords = 12
+const summaryWords = 11
 
 // The summary's words.
 const (
@@ -41,9 +41,12 @@ const (
 	wordPrefill
 	wordService
 	wordDecode
-	wordLearnt
-	wordEpoch
+	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
 )
+
+// learntBit marks, in the epoch word, a learnt speed (Speed.Learnt); an epoch counts
+// restarts and never comes near it.
+const learntBit = 1 << 63
 
 // hotSlab is the number of cells allocated together: one 8 KiB allocation, which holds
 // no pointer and so starts on a page, keeping every cell within its two cache lines.
@@ -142,6 +145,9 @@ func (h *Hot) Queue() endpoint.Queue {
 	}
 }
 
+// Slots returns the latest snapshot's learnt slot count (Queue.Slots), alone.
+func (h *Hot) Slots() float64 { return math.Float64frombits(h.summary[wordSlots].Load()) }
+
 // Speed returns the speed of the latest snapshot's engine (Profile.Speed).
 func (h *Hot) Speed() endpoint.Speed {
 	w := &h.summary
@@ -149,12 +155,12 @@ func (h *Hot) Speed() endpoint.Speed {
 		PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
 		Service:         math.Float64frombits(w[wordService].Load()),
 		DecodePerToken:  math.Float64frombits(w[wordDecode].Load()),
-		Learnt:          w[wordLearnt].Load() != 0,
+		Learnt:          w[wordEpoch].Load()&learntBit != 0,
 	}
 }
 
 // Epoch returns the restart epoch of the latest snapshot's engine (Profile.Epoch).
-func (h *Hot) Epoch() uint64 { return h.summary[wordEpoch].Load() }
+func (h *Hot) Epoch() uint64 { return h.summary[wordEpoch].Load() &^ learntBit }
 
 // write stores the summary words, the scrape time (word 0) last, so that a reader that
 // loads a snapshot's time first sees the rest of that snapshot or a later one. The
@@ -189,10 +195,10 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
 	w[wordService] = math.Float64bits(sp.Service)
 	w[wordDecode] = math.Float64bits(sp.DecodePerToken)
+	w[wordEpoch] = m.Profile.Epoch &^ learntBit
 	if sp.Learnt {
-		w[wordLearnt] = 1
+		w[wordEpoch] |= learntBit
 	}
-	w[wordEpoch] = m.Profile.Epoch
 	return w
 }
 

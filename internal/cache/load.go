@@ -3,6 +3,7 @@ package cache
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Load counts the requests of one endpoint or one model. All methods are safe for
@@ -13,7 +14,18 @@ type Load struct {
 	waiting   atomic.Int64
 	tokensIn  atomic.Int64
 	tokensOut atomic.Int64
+	// started sums the start times of the in-flight reservations on an endpoint, in
+	// nanoseconds of loadClock; a model's stripes leave it zero.
+	started atomic.Int64
 }
+
+// loadEpoch is the origin of loadClock.
+var loadEpoch = time.Now()
+
+// loadClock returns t in nanoseconds since loadEpoch, on the monotonic clock when t has
+// a reading of it: small enough that the start times of millions of requests sum
+// without overflow.
+func loadClock(t time.Time) int64 { return int64(t.Sub(loadEpoch)) }
 
 // InFlight returns the number of reserved, unreleased requests.
 func (l *Load) InFlight() int64 { return l.inFlight.Load() }
@@ -26,6 +38,17 @@ func (l *Load) TokensIn() int64 { return l.tokensIn.Load() }
 
 // TokensOut returns the cumulative number of tokens reported on release.
 func (l *Load) TokensOut() int64 { return l.tokensOut.Load() }
+
+// MeanAge returns how long, on average, the endpoint's in-flight reservations have run
+// as of now; 0 when there are none. The two counters it reads are not read in one step,
+// so a reservation made or released meanwhile can skew it; it is never negative.
+func (l *Load) MeanAge(now time.Time) time.Duration {
+	n := l.inFlight.Load()
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration(max(loadClock(now)-l.started.Load()/n, 0))
+}
 
 // tryAcquire increments the in-flight count if it is below limit; limit <= 0 means no limit.
 func (l *Load) tryAcquire(limit int64) bool {
@@ -52,7 +75,7 @@ type ModelLoad struct {
 	queued  Load
 	stripes [modelStripes]struct {
 		Load
-		_ [96]byte // 128 bytes apart: two stripes share no cache line, however aligned
+		_ [88]byte // 128 bytes apart: two stripes share no cache line, however aligned
 	}
 }
 
@@ -112,6 +135,8 @@ func (Tracker) TryReserveInto(r *Reservation, m *Model, p *Pod, limit, tokensIn 
 		return false
 	}
 	l.tokensIn.Add(tokensIn)
+	r.started = loadClock(time.Now())
+	l.started.Add(r.started)
 	r.pod = p
 	if m != nil {
 		ml := m.load.stripe(p)
@@ -146,9 +171,10 @@ func (t *Ticket) Done() {
 // any number of times from any goroutine; only the first call has an effect. A
 // Reservation MUST NOT be copied once made.
 type Reservation struct {
-	once  sync.Once
-	pod   *Pod
-	model *Load // the model's stripe; nil for a request that names no model
+	once    sync.Once
+	pod     *Pod
+	model   *Load // the model's stripe; nil for a request that names no model
+	started int64 // loadClock at the reservation, counted in the pod's Load.started
 }
 
 // Pod returns the reserved endpoint.
@@ -158,6 +184,7 @@ func (r *Reservation) Pod() *Pod { return r.pod }
 // model counters.
 func (r *Reservation) Release(tokensOut int64) {
 	r.once.Do(func() {
+		r.pod.Load().started.Add(-r.started)
 		for _, l := range [...]*Load{r.pod.Load(), r.model} {
 			if l != nil {
 				l.tokensOut.Add(tokensOut)

@@ -39,19 +39,33 @@ func (r *completionRequest) maxTokens() int {
 	return r.MaxTokens
 }
 
-// chatPrompt flattens messages into one prompt text, keeping role boundaries so that a
-// shared conversation prefix gives a shared text prefix.
-func chatPrompt(messages []chatMessage) string {
+// Message is a chat message as the engine's prompt template reads it.
+type Message struct {
+	Role, Text string
+}
+
+// ChatPrompt flattens messages into the one prompt text the engine prefills, keeping role
+// boundaries so that a shared conversation prefix gives a shared text prefix.
+func ChatPrompt(messages []Message) string {
 	var b strings.Builder
 	for _, m := range messages {
 		b.WriteString("<|")
 		b.WriteString(m.Role)
 		b.WriteString("|>")
-		b.WriteString(contentText(m.Content))
+		b.WriteString(m.Text)
 		b.WriteString("\n")
 	}
 	b.WriteString("<|assistant|>")
 	return b.String()
+}
+
+// chatPrompt is ChatPrompt of a request's messages.
+func chatPrompt(messages []chatMessage) string {
+	flat := make([]Message, len(messages))
+	for i, m := range messages {
+		flat[i] = Message{Role: m.Role, Text: contentText(m.Content)}
+	}
+	return ChatPrompt(flat)
 }
 
 // contentText reads a message content given as a string or as an array of text parts.

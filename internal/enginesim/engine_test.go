@@ -39,8 +39,8 @@ func TestRepeatedPrefixHitsCacheAndIsFaster(t *testing.T) {
 	resp := complete(t, te, prompt+" and a new question", 1)
 	// The TTFT the engine models for each request, from the cached tokens it reported: the
 	// ordering is asserted on the model, not on wall-clock times of a shared machine.
-	coldTTFT := te.engine.prefillTime(int(cold.Usage.PromptTokens-cold.Usage.PromptTokensDetails.CachedTokens), 1)
-	warmTTFT := te.engine.prefillTime(int(resp.Usage.PromptTokens-resp.Usage.PromptTokensDetails.CachedTokens), 1)
+	coldTTFT := te.engine.cfg.PrefillTime(int(cold.Usage.PromptTokens-cold.Usage.PromptTokensDetails.CachedTokens), 1)
+	warmTTFT := te.engine.cfg.PrefillTime(int(resp.Usage.PromptTokens-resp.Usage.PromptTokensDetails.CachedTokens), 1)
 	if warmTTFT >= coldTTFT {
 		t.Fatalf("warm request's modelled TTFT %v is not less than cold %v", warmTTFT, coldTTFT)
 	}
@@ -221,15 +221,15 @@ func TestPrefillTimeGrowsWithUncachedTokens(t *testing.T) {
 	if coldUncached != 1024 || warmUncached >= 16 {
 		t.Fatalf("uncached tokens cold %d, warm %d: want 1024 and less than a block", coldUncached, warmUncached)
 	}
-	if want := te.engine.delay(te.engine.prefillTime(coldUncached, 1)); coldPrefill < want.Seconds() {
+	if want := te.engine.delay(te.engine.cfg.PrefillTime(coldUncached, 1)); coldPrefill < want.Seconds() {
 		t.Errorf("cold prefill time %vs, want at least the modelled %v", coldPrefill, want)
 	}
-	if want := te.engine.delay(te.engine.prefillTime(warmUncached, 1)); warmPrefill < want.Seconds() {
+	if want := te.engine.delay(te.engine.cfg.PrefillTime(warmUncached, 1)); warmPrefill < want.Seconds() {
 		t.Errorf("warm prefill time %vs, want at least the modelled %v", warmPrefill, want)
 	}
 	// Warm is modelled shorter than cold; the wall-clock times above are only checked
 	// against their lower bounds, which a busy machine cannot break.
-	if warm, cold := te.engine.prefillTime(warmUncached, 1), te.engine.prefillTime(coldUncached, 1); warm >= cold {
+	if warm, cold := te.engine.cfg.PrefillTime(warmUncached, 1), te.engine.cfg.PrefillTime(coldUncached, 1); warm >= cold {
 		t.Errorf("modelled warm prefill %v is not less than cold %v", warm, cold)
 	}
 	if p.decode.sum != 0 {

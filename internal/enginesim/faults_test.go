@@ -101,7 +101,7 @@ func TestFaultSlowAnswers(t *testing.T) {
 	// bound that load on the machine cannot break.
 	start := time.Now()
 	resp := complete(t, te, "slow?", 3)
-	minimum := te.engine.delay(te.engine.prefillTime(int(resp.Usage.PromptTokens), 1))
+	minimum := te.engine.delay(te.engine.cfg.PrefillTime(int(resp.Usage.PromptTokens), 1))
 	if took := time.Since(start); took < minimum {
 		t.Fatalf("slow answer took %v, less than its slowed prefill %v", took, minimum)
 	}

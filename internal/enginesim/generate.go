@@ -22,11 +22,11 @@ type generationResult struct {
 	finishReason     string
 }
 
-// prefillTime is the modelled time to first token, before time scaling, for a prompt with
+// PrefillTime is the modelled time to first token, before time scaling, for a prompt with
 // uncached tokens not in the KV cache, prefilled in a batch of batch running requests.
-func (e *Engine) prefillTime(uncached, batch int) time.Duration {
-	slowdown := 1 + e.cfg.PrefillBatchFactor*float64(batch-1)
-	return e.cfg.PrefillOverhead + time.Duration(float64(uncached)*float64(e.cfg.PrefillPerToken)*slowdown)
+func (c *Config) PrefillTime(uncached, batch int) time.Duration {
+	slowdown := 1 + c.PrefillBatchFactor*float64(batch-1)
+	return c.PrefillOverhead + time.Duration(float64(uncached)*float64(c.PrefillPerToken)*slowdown)
 }
 
 // prefill waits for a slot for g with room for outputTokens more tokens, then prefills the
@@ -42,7 +42,7 @@ func (e *Engine) prefill(ctx context.Context, g generation, outputTokens int) (*
 	e.metrics.prefixQueries.Add(float64(res.promptTokens))
 	e.metrics.prefixHits.Add(float64(res.cachedTokens))
 	e.metrics.promptTokens.Add(float64(res.promptTokens))
-	if err := e.sleep(ctx, e.prefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
+	if err := e.sleep(ctx, e.cfg.PrefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
 		e.finish(seq)
 		return nil, res, err
 	}

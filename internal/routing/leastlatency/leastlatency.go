@@ -25,7 +25,7 @@ func New() *Router {
 // returns routing.ErrUndecided, leaving scores unspecified, when no candidate with fresh
 // metrics has a learnt speed.
 func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	est := ttft.New(cands)
+	est := ttft.New(cands, rc.Now)
 	if !est.Learnt() {
 		return routing.ErrUndecided
 	}

@@ -32,8 +32,8 @@
 //
 // Two settings keep a meaning on top of the prediction: a match below MinMatchRatio of
 // the prompt's blocks counts as none, and LoadImbalanceThreshold stays a hard guard, an
-// endpoint with more requests in flight than that beyond the idlest candidate being left
-// out whatever its match. Score exposes the prediction to weighted policies as minus the
+// endpoint that the request would put more than that many requests in flight ahead of
+// the idlest candidate being left out whatever its match. Score exposes the prediction to weighted policies as minus the
 // predicted seconds (-Inf for endpoints the guard leaves out). Pick and Score always
 // decide: before any engine speed is learnt, ttft's priors stand in.
 //

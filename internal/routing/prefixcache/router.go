@@ -50,9 +50,10 @@ type Config struct {
 	// (the default) lets any match, even none, count.
 	MinMatchRatio float64
 	// LoadImbalanceThreshold is how many more requests in flight than the idlest
-	// candidate a candidate may have and still win on its prefix match; busier ones are
-	// left out of the decision. It bounds how far a hot prefix can push its favoured
-	// endpoint ahead of the others. Zero means DefaultLoadImbalanceThreshold.
+	// candidate a candidate may have once the request is on it, and still win on its
+	// prefix match; busier ones are left out of the decision. It bounds how far a hot
+	// prefix can push its favoured endpoint ahead of the others. Zero means
+	// DefaultLoadImbalanceThreshold.
 	LoadImbalanceThreshold int64
 	// Pods, if set, is asked at most once per second, from Pick or Learn, about every
 	// indexed endpoint; endpoints it reports missing or not routable are forgotten.
@@ -126,8 +127,9 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 }
 
 // Pick returns the candidate whose first token is predicted soonest, among those the
-// load guard keeps: a candidate with more than LoadImbalanceThreshold requests in flight
-// beyond the idlest candidate is left out. Among equal predictions the least loaded
+// load guard keeps: a candidate with LoadImbalanceThreshold or more requests in flight
+// beyond the idlest candidate is left out, as the request would put it more than that
+// ahead. Among equal predictions the least loaded
 // wins: the fewest requests in flight, then the fewest prompt tokens sent so far
 // (cache.Load.TokensIn), so that new conversations spread evenly while every endpoint
 // is idle; remaining ties are broken uniformly at random. Pick never returns an error.
@@ -166,13 +168,13 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		}
 		idlest = min(idlest, n)
 		if h.ScrapedAt() >= oldest {
-			fleet.Add(h.Speed())
+			fleet.Add(h.Speed(), h.Slots())
 		}
 	}
 	if idlest == math.MaxInt64 {
 		return 0, 0, false
 	}
-	estimate, guard := fleet.Estimator(), idlest+r.cfg.LoadImbalanceThreshold
+	estimate, guard := fleet.Estimator(rc.Now), idlest+r.cfg.LoadImbalanceThreshold
 	tokens := r.promptTokens(rc)
 	var hashBuf [stackHashes]uint64
 	var matchBuf [16]match // the matches of most prompts
@@ -185,10 +187,10 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			held, matches = matches[0].blocks, matches[1:]
 		}
 		n := h.InFlight()
-		if n >= limit || n > guard {
+		if n >= limit || n >= guard {
 			continue
 		}
-		en := ttft.Engine{InFlight: n}
+		en := ttft.Engine{InFlight: n, Age: h.MeanAge(rc.Now).Seconds()}
 		if h.ScrapedAt() >= oldest {
 			en.Known, en.Queue, en.Speed = true, h.Queue(), h.Speed()
 		}
@@ -237,7 +239,7 @@ type decision struct {
 	cands    []routing.Candidate
 	hashes   []uint64
 	estimate ttft.Estimator
-	limit    int64 // the load guard: candidates with more requests in flight are left out
+	limit    int64 // the load guard: candidates with this many requests in flight or more are left out
 	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)
 	tokens   int64 // the prompt's estimated tokens
 }
@@ -245,7 +247,7 @@ type decision struct {
 // prepare returns the view of rc over cands, appending the prompt's block hashes to buf:
 // with a buffer on the caller's stack, prompts up to stackHashes blocks allocate nothing.
 func (r *Router) prepare(rc *routing.RoutingContext, cands []routing.Candidate, buf []uint64) decision {
-	d := decision{r: r, rc: rc, cands: cands, estimate: ttft.New(cands)}
+	d := decision{r: r, rc: rc, cands: cands, estimate: ttft.New(cands, rc.Now)}
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
 	d.hashes = r.hashes(rc, buf)
 	d.minHeld = r.minHeld(len(d.hashes))
@@ -273,7 +275,7 @@ func (r *Router) promptTokens(rc *routing.RoutingContext) int64 {
 // than MinMatchRatio of the prompt's blocks.
 func (d *decision) predict(i int) (float64, bool) {
 	c := &d.cands[i]
-	if c.InFlight > d.limit {
+	if c.InFlight >= d.limit {
 		return 0, false
 	}
 	held := 0

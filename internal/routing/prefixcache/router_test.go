@@ -119,12 +119,20 @@ func TestPick(t *testing.T) {
 			want:     3,
 		},
 		{
-			name:     "a spread at the threshold keeps the match",
+			name:     "a spread short of the threshold keeps the match",
+			cfg:      prefixcache.Config{LoadImbalanceThreshold: 8},
+			learnt:   map[int]string{2: promptABCD},
+			inFlight: []int{0, 1, 7, 1},
+			prompt:   promptABCD,
+			want:     2,
+		},
+		{
+			name:     "an endpoint the request would put beyond the threshold loses its match",
 			cfg:      prefixcache.Config{LoadImbalanceThreshold: 8},
 			learnt:   map[int]string{2: promptABCD},
 			inFlight: []int{0, 1, 8, 1},
 			prompt:   promptABCD,
-			want:     2,
+			want:     0,
 		},
 		{
 			name:     "an endpoint beyond the threshold loses its match to the least loaded",
@@ -290,7 +298,7 @@ func TestScore(t *testing.T) {
 }
 
 // TestPickProperties checks, over random learnt state and loads, that Pick returns a
-// candidate index, never one more than the threshold busier than the idlest candidate,
+// candidate index, never one the request puts more than the threshold ahead of the idlest,
 // and one of the least loaded for prompts without a whole block.
 func TestPickProperties(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 7))
@@ -314,7 +322,7 @@ func TestPickProperties(t *testing.T) {
 			t.Fatalf("iteration %d: Pick() = %d, %v with %d candidates", iter, got, err, len(cands))
 		}
 		for _, c := range cands {
-			if cands[got].InFlight > c.InFlight+threshold || (len(prompt) < 4 && cands[got].InFlight > c.InFlight) {
+			if cands[got].InFlight >= c.InFlight+threshold || (len(prompt) < 4 && cands[got].InFlight > c.InFlight) {
 				t.Fatalf("iteration %d: Pick chose %d in flight over %d (prompt of %d bytes)", iter, cands[got].InFlight, c.InFlight, len(prompt))
 			}
 		}
@@ -437,8 +445,8 @@ func TestHotSharedPrefixDoesNotPinTraffic(t *testing.T) {
 		target := h.route(t, fmt.Sprintf("%suser: request %d %s\n", system, i, strings.Repeat("?", 100)))
 		targets = append(targets, target)
 		perPod[podIndex(t, target.Pod)]++
-		if s := inFlightSpread(h.fleet); s > threshold+1 {
-			t.Fatalf("after %d requests the in-flight spread is %d, beyond threshold+1 = %d (per pod: %v)", i+1, s, threshold+1, perPod)
+		if s := inFlightSpread(h.fleet); s > threshold {
+			t.Fatalf("after %d requests the in-flight spread is %d, beyond the threshold %d (per pod: %v)", i+1, s, threshold, perPod)
 		}
 	}
 	for pod, n := range perPod {

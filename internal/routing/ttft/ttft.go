@@ -10,11 +10,19 @@
 // candidate's is learnt, priors typical of an 8B model on one GPU stand in until the
 // first scrapes show work.
 //
+// The wait counts the requests ahead beyond the engine's slots (Profile.Slots, learnt the
+// first time the engine is seen queueing; until then the candidates' mean, or none) and,
+// for the first of them, how long the running requests still have to go: one frees a
+// slot every service/slots when their starts are spread, but after a burst, which the
+// mean age of this process's requests there shows, none does for most of a service time.
+//
 // The package owns only the arithmetic of the prediction; the prefix-cache and
 // least-latency algorithms choose with it.
 package ttft
 
 import (
+	"time"
+
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -34,6 +42,9 @@ const (
 type Engine struct {
 	// InFlight is the requests this process has in flight on the engine.
 	InFlight int64
+	// Age is how long, on average, those requests have run, in seconds
+	// (cache.Load.MeanAge).
+	Age float64
 	// Known reports whether the engine's metrics are fresh; Queue and Speed are zero
 	// otherwise.
 	Known bool
@@ -41,12 +52,16 @@ type Engine struct {
 	Speed endpoint.Speed
 }
 
-// engineOf returns c as a prediction reads it.
-func engineOf(c *routing.Candidate) Engine {
-	if m := c.Metrics; m != nil {
-		return Engine{InFlight: c.InFlight, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+// engineOf returns c as a prediction at now reads it.
+func engineOf(c *routing.Candidate, now time.Time) Engine {
+	en := Engine{InFlight: c.InFlight}
+	if c.Pod != nil {
+		en.Age = c.Load().MeanAge(now).Seconds()
 	}
-	return Engine{InFlight: c.InFlight}
+	if m := c.Metrics; m != nil {
+		en.Known, en.Queue, en.Speed = true, m.Queue(), m.Profile.Speed()
+	}
+	return en
 }
 
 // Estimator predicts for the candidates of one decision. Build it with New or a Fleet
@@ -56,6 +71,11 @@ type Estimator struct {
 	fleet speed
 	// learnt reports whether any candidate's speed is learnt.
 	learnt bool
+	// slots is the mean slot count of the candidates whose slots are learnt, 0 when
+	// none's is.
+	slots float64
+	// now is the time of the decision, for the candidates' ages.
+	now time.Time
 }
 
 // Learnt reports whether some candidate's speed is learnt, rather than every prediction
@@ -67,15 +87,22 @@ type speed struct {
 	prefillPerToken, service, decodePerToken float64
 }
 
-// Fleet sums the learnt speeds of one decision's candidates. The zero value has seen
-// none.
+// Fleet sums the learnt speeds and slot counts of one decision's candidates. The zero
+// value has seen none.
 type Fleet struct {
-	sum speed
-	n   int
+	sum   speed
+	n     int
+	slots float64 // summed over the slotted candidates
+	nSlot int
 }
 
-// Add counts the speed s of a candidate whose metrics are fresh.
-func (f *Fleet) Add(s endpoint.Speed) {
+// Add counts the speed s and the slot count slots (endpoint.Queue.Slots, 0 when not
+// learnt) of a candidate whose metrics are fresh.
+func (f *Fleet) Add(s endpoint.Speed, slots float64) {
+	if slots > 0 {
+		f.slots += slots
+		f.nSlot++
+	}
 	if s.Learnt {
 		f.sum.prefillPerToken += s.PrefillPerToken
 		f.sum.service += s.Service
@@ -84,28 +111,33 @@ func (f *Fleet) Add(s endpoint.Speed) {
 	}
 }
 
-// Estimator returns the Estimator for the candidates added.
-func (f *Fleet) Estimator() Estimator {
+// Estimator returns the Estimator for the candidates added, for a decision at now.
+func (f *Fleet) Estimator(now time.Time) Estimator {
+	var slots float64
+	if f.nSlot > 0 {
+		slots = f.slots / float64(f.nSlot)
+	}
 	if f.n == 0 {
-		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken}}
+		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken},
+			slots: slots, now: now}
 	}
 	k := 1 / float64(f.n)
 	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k}
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
-	return Estimator{fleet: fleet, learnt: true}
+	return Estimator{fleet: fleet, learnt: true, slots: slots, now: now}
 }
 
-// New returns an Estimator for cands.
-func New(cands []routing.Candidate) Estimator {
+// New returns an Estimator for cands, for a decision at now.
+func New(cands []routing.Candidate, now time.Time) Estimator {
 	var f Fleet
 	for i := range cands {
 		if m := cands[i].Metrics; m != nil {
-			f.Add(m.Profile.Speed())
+			f.Add(m.Profile.Speed(), m.Profile.Slots)
 		}
 	}
-	return f.Estimator()
+	return f.Estimator(now)
 }
 
 // distinct is how far, as a ratio, an engine's learnt rate must differ from the fleet's
@@ -143,49 +175,81 @@ func pick(own, fleet float64) float64 {
 // prompt has uncached tokens the engine is not expected to hold. The fixed part of a
 // prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
 func (e *Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
-	en := engineOf(c)
+	en := engineOf(c, e.now)
 	return e.Predict(&en, uncached, 0)
 }
 
 // Latency returns the predicted time, in seconds, until a request on c with uncached
 // prompt tokens the engine is not expected to hold has generated output tokens.
 func (e *Estimator) Latency(c *routing.Candidate, uncached, output float64) float64 {
-	en := engineOf(c)
+	en := engineOf(c, e.now)
 	return e.Predict(&en, uncached, output)
 }
 
 // Predict is Latency for the engine en.
 func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 	s := e.speed(en)
-	return wait(en, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
+	return e.wait(en, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
 // the engine runs it (see wait).
 func (e *Estimator) Wait(c *routing.Candidate) float64 {
-	en := engineOf(c)
-	return wait(&en, e.speed(&en).service)
+	en := engineOf(c, e.now)
+	return e.wait(&en, e.speed(&en).service)
 }
 
 // wait returns the predicted time, in seconds, a request sent to en now would wait
-// before the engine runs it: the requests ahead of it, each freeing a slot after service
-// over the number of slots on average.
+// before the engine runs it: for the first of the running requests to finish
+// (firstSlot), then for one more slot to free per request ahead of it, each slot freeing
+// after service over the number of slots on average.
 //
 // The engine holds, as far as anyone knows, the requests of its last scrape (running
 // and waiting) plus those this process sent since, less those it saw finish since: at
 // least the requests this process has in flight there. Where the engine's slot count is
-// learnt (Profile.Slots), the requests beyond the slots are ahead; where it is not, the
-// waiting requests and those sent since the scrape are, so that a burst spreads before
-// any scrape shows it.
-func wait(en *Engine, service float64) float64 {
+// learnt (Profile.Slots), the requests beyond the slots are ahead; an engine whose
+// count is not learnt is taken to have the mean of the candidates' learnt counts, as
+// the engines behind one Service mostly run with one configuration. Where no
+// candidate's is learnt, no engine has been seen queueing, and engines run hundreds of
+// requests at once by default (vLLM's max_num_seqs, SGLang's max_running_requests): the
+// requests sent since the scrape join its batch, and only a queue the scrape shows (an
+// engine out of KV cache, or loading an adapter) is ahead, together with those sent
+// since, the running requests taken for the slots. Until the first scrape that shows a
+// queue, the load guard of the algorithm bounds a pile-on.
+func (e *Estimator) wait(en *Engine, service float64) float64 {
 	if !en.Known {
 		return 0
 	}
 	q := &en.Queue
 	sent := float64(en.InFlight - q.LocalInFlight)
-	if slots := q.Slots; slots > 0 {
-		load := max(float64(en.InFlight), q.Running+q.Waiting+sent)
-		return max(load-slots+1, 0) * service / slots
+	slots, ahead := q.Slots, 0.0
+	if slots <= 0 {
+		slots = e.slots
 	}
-	return max(q.Waiting+sent, 0) * service / max(q.Running, 1)
+	switch {
+	case slots > 0:
+		ahead = max(float64(en.InFlight), q.Running+q.Waiting+sent) - slots + 1
+	case q.Waiting > 0:
+		slots, ahead = max(q.Running, 1), q.Waiting+sent
+	}
+	if ahead <= 0 {
+		return 0
+	}
+	return firstSlot(en, service, slots) + (ahead-1)*service/slots
+}
+
+// firstSlot returns the predicted time, in seconds, until the first of the requests
+// running on en finishes, each running for service. Where their starts are spread over
+// the last service time, one finishes every service/slots; where they started together
+// (a burst, or the pile-on before the slots were learnt), none finishes for most of a
+// service time, and a request queued behind them waits that long while other engines
+// may have slots free. The mean age of this process's requests on the engine tells the
+// two apart: with starts spread evenly, the oldest has run twice the mean age. Without
+// requests of this process there, the spread case is assumed.
+func firstSlot(en *Engine, service, slots float64) float64 {
+	spread := service / slots
+	if en.InFlight <= 0 {
+		return spread
+	}
+	return min(max(service-2*en.Age, spread), service)
 }

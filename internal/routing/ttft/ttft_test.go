@@ -27,28 +27,56 @@ func candidate(inFlight int64, m *endpoint.Metrics) routing.Candidate {
 func TestWait(t *testing.T) {
 	prof := learnt(0.0002, 1.6, 8)
 	unknownSlots := learnt(0.0002, 1.6, 0)
+	// spread is the age of requests whose starts spread over the last service time: the
+	// first slot frees after service/slots.
+	const spread = 0.8
 	tests := []struct {
 		name string
-		c    routing.Candidate
+		en   ttft.Engine
 		want float64
 	}{
-		{"no metrics: nothing known to wait for", candidate(20, nil), 0},
-		{"free slots", candidate(7, &endpoint.Metrics{Running: 7, LocalInFlight: 7, Profile: prof}), 0},
-		{"full: one slot to free", candidate(8, &endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 1.6 / 8},
-		{"queued on the engine", candidate(0, &endpoint.Metrics{Running: 8, Waiting: 3, Profile: prof}), 4 * 1.6 / 8},
-		{"sent since the scrape count", candidate(10, &endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 3 * 1.6 / 8},
-		{"finished since the scrape count", candidate(6, &endpoint.Metrics{Running: 8, Waiting: 1, LocalInFlight: 9, Profile: prof}), 0},
-		{"slots unknown: queued and sent since are ahead", candidate(3, &endpoint.Metrics{Running: 2, Waiting: 1, LocalInFlight: 2, Profile: unknownSlots}), 2 * 1.6 / 2},
+		{"no metrics: nothing known to wait for", ttft.Engine{InFlight: 20}, 0},
+		{"free slots", known(7, spread, endpoint.Metrics{Running: 7, LocalInFlight: 7, Profile: prof}), 0},
+		{"full: one slot to free", known(8, spread, endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 1.6 / 8},
+		{"queued on the engine", known(0, 0, endpoint.Metrics{Running: 8, Waiting: 3, Profile: prof}), 4 * 1.6 / 8},
+		{"sent since the scrape count", known(10, spread, endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 3 * 1.6 / 8},
+		{"finished since the scrape count", known(6, spread, endpoint.Metrics{Running: 8, Waiting: 1, LocalInFlight: 9, Profile: prof}), 0},
+		{"full of young requests: the first slot frees late", known(8, 0.2, endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 1.6 - 2*0.2},
+		{"full of requests started together: a whole service time", known(8, 0, endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 1.6},
+		{"young requests, two ahead", known(9, 0.5, endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}), 1.6 - 2*0.5 + 1.6/8},
+		{"slots unknown, a queue: queued and sent since are ahead", known(3, 1, endpoint.Metrics{Running: 2, Waiting: 1, LocalInFlight: 2, Profile: unknownSlots}), 2 * 1.6 / 2},
+		{"slots unknown, no queue: sent since join the batch", known(9, 0, endpoint.Metrics{Running: 2, LocalInFlight: 2, Profile: unknownSlots}), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cands := []routing.Candidate{tt.c}
-			est := ttft.New(cands)
-			if got := est.Wait(&cands[0]); math.Abs(got-tt.want) > 1e-9 {
-				t.Errorf("Wait = %g, want %g", got, tt.want)
+			var fleet ttft.Fleet
+			fleet.Add(prof.Speed(), 0) // the fleet's slots unknown too
+			est := fleet.Estimator(time.Now())
+			if got := est.Predict(&tt.en, 0, 0); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("predicted wait = %g, want %g", got, tt.want)
 			}
 		})
 	}
+}
+
+func TestUnknownSlotsAreTheFleets(t *testing.T) {
+	var fleet ttft.Fleet
+	prof := learnt(0.0002, 1.6, 8)
+	fleet.Add(prof.Speed(), 6)
+	fleet.Add(prof.Speed(), 10)
+	est := fleet.Estimator(time.Now())
+	// Never seen queueing: with the fleet's mean of 8 slots, 9 running plus 1 sent since
+	// put three ahead, the first slot freeing after 1.6/8 for requests of spread ages.
+	en := known(10, 0.8, endpoint.Metrics{Running: 9, LocalInFlight: 9, Profile: learnt(0.0002, 1.6, 0)})
+	if got, want := est.Predict(&en, 0, 0), 3*1.6/8; math.Abs(got-want) > 1e-9 {
+		t.Errorf("predicted wait = %g, want %g", got, want)
+	}
+}
+
+// known returns an engine with fresh metrics m and this process's inFlight requests of
+// mean age age there.
+func known(inFlight int64, age float64, m endpoint.Metrics) ttft.Engine {
+	return ttft.Engine{InFlight: inFlight, Age: age, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
 }
 
 func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
@@ -61,7 +89,7 @@ func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
 		candidate(0, &endpoint.Metrics{Profile: endpoint.Profile{}}),                               // not learnt: the mean
 		candidate(0, &endpoint.Metrics{Profile: endpoint.Profile{PrefillPerToken: 1, Service: 1}}), // too little evidence
 	}
-	est := ttft.New(cands)
+	est := ttft.New(cands, time.Now())
 	mean := (0.0005*3 + 0.0006 + 0.0012) / 5
 	want := []float64{mean, mean, mean, mean, 0.0012, mean, mean}
 	for i := range cands {
@@ -75,7 +103,7 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 2)
 	rc := fleet.Context(routing.Request{})
 	cands := routingtest.Candidates(rc)
-	est := ttft.New(cands)
+	est := ttft.New(cands, time.Now())
 	if got, want := est.TTFT(&cands[0], 1000), 1000*ttft.PriorPrefillPerToken; math.Abs(got-want) > 1e-12 {
 		t.Errorf("TTFT = %g, want the prior %g", got, want)
 	}
