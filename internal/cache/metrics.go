@@ -16,6 +16,9 @@ type metricNames struct {
 	prefixQueries, prefixHits      []string
 	prefixHitRate                  []string
 	loraInfo, cacheConfig          []string
+	// kvTokens is a gauge of the KV cache's size in tokens, for engines that report it
+	// so rather than in cacheConfig's blocks.
+	kvTokens                       []string
 	ttft, tpot, e2e                []string
 	queue, prefill, decode         []string
 	inference                      []string
@@ -45,6 +48,7 @@ var engineMetricNames = map[endpoint.Engine]metricNames{
 		running:          []string{"sglang:num_running_reqs"},
 		waiting:          []string{"sglang:num_queue_reqs"},
 		kvCacheUsage:     []string{"sglang:token_usage"},
+		kvTokens:         []string{"sglang:max_total_num_tokens"},
 		prefixHitRate:    []string{"sglang:cache_hit_rate"},
 		ttft:             []string{"sglang:time_to_first_token_seconds"},
 		tpot:             []string{"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"},
@@ -59,7 +63,7 @@ var engineMetricNames = map[endpoint.Engine]metricNames{
 func (n metricNames) lists() [][]string {
 	return [][]string{
 		n.running, n.waiting, n.kvCacheUsage, n.prefixQueries, n.prefixHits, n.prefixHitRate,
-		n.loraInfo, n.cacheConfig, n.ttft, n.tpot, n.e2e, n.queue, n.prefill, n.decode,
+		n.loraInfo, n.cacheConfig, n.kvTokens, n.ttft, n.tpot, n.e2e, n.queue, n.prefill, n.decode,
 		n.inference, n.promptTokens, n.generationTokens,
 	}
 }
@@ -136,6 +140,10 @@ func (p *metricsParser) metrics(scrapedAt time.Time) endpoint.Metrics {
 	}
 	if f := p.find(names.cacheConfig); f != nil {
 		m.BlockSize, m.NumGPUBlocks = f.info.blockSize, f.info.numGPUBlocks
+	}
+	if f := p.find(names.kvTokens); f != nil && m.NumGPUBlocks == 0 {
+		// SGLang's radix cache holds tokens, not blocks: a block of one token each.
+		m.BlockSize, m.NumGPUBlocks = 1, int(f.total())
 	}
 	return m
 }

@@ -85,6 +85,7 @@ func TestParseMetrics(t *testing.T) {
 			file: "sglang.txt", engine: endpoint.EngineSGLang,
 			want: endpoint.Metrics{
 				Running: 5, Waiting: 4, KVCacheUsage: 0.62, PrefixCacheHitRate: 0.71,
+				BlockSize: 1, NumGPUBlocks: 161721, // sglang:max_total_num_tokens
 				TTFT:         endpoint.Histogram{Count: 350, Sum: 98},
 				TPOT:         endpoint.Histogram{Count: 40650, Sum: 1016.25},
 				E2E:          endpoint.Histogram{Count: 350, Sum: 1155},

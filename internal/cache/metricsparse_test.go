@@ -70,6 +70,9 @@ func parseMetricsExpfmt(engine endpoint.Engine, text []byte, scrapedAt time.Time
 		m.BlockSize = refAtoi(labels["block_size"])
 		m.NumGPUBlocks = refAtoi(labels["num_gpu_blocks"])
 	}
+	if f := find(names.kvTokens); f != nil && m.NumGPUBlocks == 0 {
+		m.BlockSize, m.NumGPUBlocks = 1, int(refSum(f))
+	}
 	return m, nil
 }
 

@@ -58,7 +58,8 @@ type Metrics struct {
 	PrefixCacheHitRate float64
 	// LoRA is the adapter scheduling state; zero when the engine does not report it.
 	LoRA LoRAState
-	// BlockSize is the KV-cache block size in tokens; 0 when unknown.
+	// BlockSize is the KV-cache block size in tokens; 0 when unknown. SGLang, whose cache
+	// holds tokens (sglang:max_total_num_tokens), counts as blocks of one token.
 	BlockSize int
 	// NumGPUBlocks is the number of KV-cache blocks on the GPU; 0 when unknown.
 	NumGPUBlocks int
