@@ -13,8 +13,8 @@
 // The index follows what the engine really holds:
 //   - its bound per endpoint is the engine's KV cache (vllm:cache_config_info
 //     num_gpu_blocks × block_size, or SGLang's sglang:max_total_num_tokens, in the
-//     router's blocks) when the engine reports it,
-//     so the index forgets about when the engine evicts;
+//     router's blocks) when the engine reports it, so the index forgets about when the
+//     engine evicts;
 //   - a restart of the engine (its counters went back: endpoint.Profile.Epoch) voids
 //     what was learnt about it;
 //   - each answer's usage.prompt_tokens_details.cached_tokens (the gateway reads it from
