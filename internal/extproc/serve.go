@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"google.golang.org/grpc"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -18,8 +17,7 @@ func (s *Server) Runnable(addr string) manager.Runnable {
 		if err != nil {
 			return fmt.Errorf("listen for ext_proc on %s: %w", addr, err)
 		}
-		g := grpc.NewServer()
-		s.Register(g)
+		g := s.GRPCServer()
 		log.FromContext(ctx).Info("Serving ext_proc endpoint picker", "address", ln.Addr().String())
 		stopped := make(chan struct{})
 		go func() {

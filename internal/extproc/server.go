@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -73,6 +74,18 @@ func NewServer(p Picker, opts Options) *Server {
 // Register registers s as the envoy.service.ext_proc.v3.ExternalProcessor service on g.
 func (s *Server) Register(g *grpc.Server) {
 	extprocv3.RegisterExternalProcessorServer(g, s)
+}
+
+// grpcHeadroom is what a ProcessingRequest carries beside the body chunk it holds.
+const grpcHeadroom = 64 << 10
+
+// GRPCServer returns a gRPC server serving s that accepts messages as large as the body s
+// buffers, plus headroom: Envoy's BUFFERED body mode sends the whole body in one message,
+// beyond gRPC's default 4 MiB limit.
+func (s *Server) GRPCServer() *grpc.Server {
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(int(min(s.maxBodyBytes+grpcHeadroom, math.MaxInt32))))
+	s.Register(g)
+	return g
 }
 
 // Process serves one ext_proc stream, that is one HTTP request:

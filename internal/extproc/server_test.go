@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,8 +83,7 @@ func startServer(t *testing.T, p extproc.Picker, opts extproc.Options) extprocv3
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	g := grpc.NewServer()
-	extproc.NewServer(p, opts).Register(g)
+	g := extproc.NewServer(p, opts).GRPCServer()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -440,6 +441,18 @@ func TestProcessBodyAtTheLimitIsPicked(t *testing.T) {
 	p := &fakePicker{endpoint: endpoint}
 	stream, _ := openStream(t, startServer(t, p, extproc.Options{MaxBodyBytes: 16}))
 	send(t, stream, requestHeaders(false, "content-length", "16"), requestBody("01234567", false), requestBody("01234567", true))
+	recv(t, stream)
+	resp := recv(t, stream)
+	checkRouted(t, resp, resp.GetRequestBody().GetResponse())
+}
+
+// TestProcessBufferedBodyBeyondGRPCDefault sends, as Envoy's BUFFERED mode does, a body
+// larger than gRPC's default 4 MiB message limit in one message.
+func TestProcessBufferedBodyBeyondGRPCDefault(t *testing.T) {
+	p := &fakePicker{endpoint: endpoint}
+	const size = 6 << 20
+	stream, _ := openStream(t, startServer(t, p, extproc.Options{MaxBodyBytes: 8 << 20}))
+	send(t, stream, requestHeaders(false, "content-length", strconv.Itoa(size)), requestBody(strings.Repeat("x", size), true))
 	recv(t, stream)
 	resp := recv(t, stream)
 	checkRouted(t, resp, resp.GetRequestBody().GetResponse())

@@ -34,6 +34,12 @@ func (e *Error) write(w http.ResponseWriter) {
 func errBadRequest(msg string) *Error {
 	return &Error{http.StatusBadRequest, "invalid_request_error", "invalid_request", msg}
 }
+
+// errUnknownStrategy is a request's x-routing-strategy naming no strategy: the client's
+// error, not the policy's.
+func errUnknownStrategy(name string) *Error {
+	return errBadRequest(fmt.Sprintf("The %s header names %q, which is not a routing strategy.", HeaderStrategy, name))
+}
 func errRouteNotFound(msg string) *Error {
 	return &Error{http.StatusNotFound, "invalid_request_error", "route_not_found", msg}
 }

@@ -73,6 +73,10 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 	x.o.model = model.Name // only served names: clients cannot grow the label set
 	router, strategy, err := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
 	if err != nil {
+		if e, ok := errors.AsType[*Error](err); ok { // the request's own error
+			x.o.fail(x.w, x.r, e)
+			return
+		}
 		x.o.fail(x.w, x.r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err)))
 		return
 	}
@@ -351,7 +355,9 @@ func (b *cancelOnClose) Close() error {
 }
 
 // upstreamRequest returns the request r forwarded to addr:port with body (or stream
-// when body is nil), with the client's method, path, query, Host and end-to-end headers.
+// when body is nil), with the client's method, path, query, Host and end-to-end headers,
+// and the client's address appended to X-Forwarded-For and its scheme in
+// X-Forwarded-Proto, as Envoy forwards them.
 func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int32, body []byte, stream io.Reader) (*http.Request, error) {
 	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + r.URL.RequestURI()
 	var rd io.Reader = http.NoBody
@@ -375,7 +381,24 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	out.Header.Del("Content-Length")
 	out.ContentLength = length
 	out.Host = r.Host
+	forwardedFor(out.Header, r)
 	return out, nil
+}
+
+// forwardedFor appends the client of r to h's X-Forwarded-For, after the proxies a
+// client-supplied value lists, and sets X-Forwarded-Proto to the scheme r arrived by.
+func forwardedFor(h http.Header, r *http.Request) {
+	if client, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			client = strings.Join(prior, ", ") + ", " + client
+		}
+		h.Set("X-Forwarded-For", client)
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
 }
 
 // relayBuffers hold the buffers responses are relayed through, so that a request does

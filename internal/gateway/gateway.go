@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -77,7 +78,7 @@ func (o Options) withDefaults() Options {
 // Synchronisation model: the request path reads the cache view (lock-free snapshots),
 // the compiled route table (an atomic.Pointer, rebuilt by whichever request first sees
 // the stores it is built from change, under buildMu), the routers (a sync.Map keyed by
-// policy generation and strategy, built once per key) and the outlier detector (atomics
+// policy UID, generation and strategy, built once per key) and the outlier detector (atomics
 // per pod).
 type Gateway struct {
 	view      *cache.Gateway
@@ -105,7 +106,7 @@ type Gateway struct {
 	buildMu sync.Mutex
 	// candidateSets are the backends' candidate sets for the current pods and Services.
 	candidateSets atomic.Pointer[candidateSets]
-	routers       sync.Map // routerKey -> routing.Router
+	routers       sync.Map // routerKey -> *builtRouter
 }
 
 // maxMirrorsInFlight bounds the RequestMirror copies in flight at once.
@@ -260,45 +261,106 @@ func (g *Gateway) Table() *routetable.Table {
 		Certificate: v.Certificates.Get,
 	})}
 	g.table.Store(next)
+	g.pruneRouters(v.Policies.List())
 	return next.Table
 }
 
 // routerKey identifies a built router: the policy (zero for the default strategy), its
-// generation and the strategy in force.
+// generation and the strategy in force. The UID tells a policy from one deleted and
+// created again under its name, which starts again at generation 1.
 type routerKey struct {
-	policy     types.NamespacedName
+	uid        types.UID
 	generation int64
 	strategy   v1alpha1.Strategy
 }
 
+// builtRouter is a router with the settings it was built from (routerSettings).
+type builtRouter struct {
+	routing.Router
+	settings string
+}
+
 // router returns the router for policy (nil: the default strategy), honouring the
-// requested strategy override where the policy allows it.
+// requested strategy override where the policy allows it; a requested strategy that does
+// not exist is errUnknownStrategy. A policy's new generation whose routing settings
+// (routerSettings) are those of the last keeps its router, and with it what the router
+// learnt; a new generation that changes them gets a new router, and the routers of older
+// generations are forgotten, never those of newer ones (a request may still read an older
+// generation). The routers of deleted policies are forgotten when the route table is
+// rebuilt (pruneRouters).
 func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (routing.Router, v1alpha1.Strategy, error) {
 	spec := &v1alpha1.RoutingPolicySpec{Strategy: g.opts.DefaultStrategy}
 	var key routerKey
 	if policy != nil {
 		spec = &policy.Spec
-		key.policy = types.NamespacedName{Namespace: policy.Namespace, Name: policy.Name}
-		key.generation = policy.Generation
+		key.uid, key.generation = policy.UID, policy.Generation
 	}
 	key.strategy = spec.Strategy
 	if requested != "" && policy != nil && policy.Spec.AllowStrategyOverride != nil && *policy.Spec.AllowStrategyOverride {
+		if !g.registry.Knows(v1alpha1.Strategy(requested)) {
+			return nil, "", errUnknownStrategy(requested)
+		}
 		key.strategy = v1alpha1.Strategy(requested)
 	}
 	if r, ok := g.routers.Load(key); ok {
-		return r.(routing.Router), key.strategy, nil
+		return r.(*builtRouter), key.strategy, nil
 	}
-	r, err := g.registry.Router(spec, key.strategy, g.opts.Limits)
-	if err != nil {
-		return nil, key.strategy, err
+	settings := routerSettings(spec)
+	var reuse *builtRouter
+	g.routers.Range(func(k, v any) bool {
+		old, b := k.(routerKey), v.(*builtRouter)
+		if old.uid != key.uid || old.strategy != key.strategy || old.generation > key.generation {
+			return true
+		}
+		if b.settings == settings {
+			reuse = b
+			return false
+		}
+		return true
+	})
+	if reuse == nil {
+		r, err := g.registry.Router(spec, key.strategy, g.opts.Limits)
+		if err != nil {
+			return nil, key.strategy, err
+		}
+		reuse = &builtRouter{Router: r, settings: settings}
 	}
-	actual, _ := g.routers.LoadOrStore(key, r)
-	// Forget the routers of the policy's older generations.
+	actual, _ := g.routers.LoadOrStore(key, reuse)
 	g.routers.Range(func(k, _ any) bool {
-		if old := k.(routerKey); old.policy == key.policy && old.generation != key.generation {
+		if old := k.(routerKey); old.uid == key.uid && old.generation < key.generation {
 			g.routers.Delete(k)
 		}
 		return true
 	})
-	return actual.(routing.Router), key.strategy, nil
+	return actual.(*builtRouter), key.strategy, nil
+}
+
+// routerSettings returns what of spec its router is built from, as text: two specs with
+// the same settings build the same router.
+func routerSettings(spec *v1alpha1.RoutingPolicySpec) string {
+	b, err := json.Marshal(struct {
+		Fallback        *v1alpha1.Strategy              `json:"fallback,omitempty"`
+		PrefixCache     *v1alpha1.PrefixCacheConfig     `json:"prefixCache,omitempty"`
+		SessionAffinity *v1alpha1.SessionAffinityConfig `json:"sessionAffinity,omitempty"`
+		Scorers         []v1alpha1.Scorer               `json:"scorers,omitempty"`
+	}{spec.Fallback, spec.PrefixCache, spec.SessionAffinity, spec.Scorers})
+	if err != nil { // the API types always encode
+		panic(err)
+	}
+	return string(b)
+}
+
+// pruneRouters forgets the routers of policies that are not among live (by UID); the
+// default strategy's router stays.
+func (g *Gateway) pruneRouters(live []*v1alpha1.RoutingPolicy) {
+	uids := make(map[types.UID]bool, len(live))
+	for _, p := range live {
+		uids[p.UID] = true
+	}
+	g.routers.Range(func(k, _ any) bool {
+		if uid := k.(routerKey).uid; uid != "" && !uids[uid] {
+			g.routers.Delete(k)
+		}
+		return true
+	})
 }

@@ -209,6 +209,16 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("an unknown requested strategy is the client's error", func(t *testing.T) {
+		if status, _ := postWithHeader(base, gateway.HeaderStrategy, "fastest", chatBody("llama-3-8b", false)); status != http.StatusBadRequest {
+			t.Errorf("x-routing-strategy: fastest answered %d, want 400", status)
+		}
+		if status, hdr := postWithHeader(base, gateway.HeaderStrategy, "random", chatBody("llama-3-8b", false)); status != http.StatusOK ||
+			hdr.Get(gateway.HeaderEndpoint) == "" {
+			t.Errorf("x-routing-strategy: random answered %d, want 200", status)
+		}
+	})
+
 	t.Run("engine dies mid-stream", func(t *testing.T) {
 		stream := sdk.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 			Model:     "drop-model",
@@ -363,6 +373,9 @@ func TestGateway(t *testing.T) {
 					labels[l.GetName()] = l.GetValue()
 				}
 				counts[labels["model"]+" "+labels["code"]] += m.GetCounter().GetValue()
+				if labels["endpoint"] == ns+"/llama-1" {
+					t.Errorf("a series of the deleted pod llama-1 is still exported: %v", labels)
+				}
 			}
 		}
 		if counts["llama-3-8b 200"] < 20 || counts["slow-model 504"] < 1 || counts[" 404"] < 1 || counts["slow-model 429"] < 1 {

@@ -422,6 +422,23 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 	})
 
+	t.Run("hop-by-hop and forwarding headers", func(t *testing.T) {
+		status, _, e := send(t, base, http.MethodGet, "split.example", "/", "",
+			"Connection", "X-Hop", "X-Hop", "for this hop only", "X-Forwarded-For", "10.0.0.1")
+		if status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+		if e.Headers.Get("X-Hop") != "" {
+			t.Errorf("a header the client's Connection names reached the backend: %v", e.Headers)
+		}
+		if got := e.Headers.Get("X-Forwarded-For"); got != "10.0.0.1, 127.0.0.1" {
+			t.Errorf("X-Forwarded-For = %q, want the client's list with the client appended", got)
+		}
+		if got := e.Headers.Get("X-Forwarded-Proto"); got != "http" {
+			t.Errorf("X-Forwarded-Proto = %q, want http", got)
+		}
+	})
+
 	t.Run("filters", func(t *testing.T) {
 		before := mirrorHits.Load()
 		status, h, e := send(t, base, http.MethodGet, "filters.example", "/old/page", "", "X-Secret", "s3cret")

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,7 @@ import (
 
 // metrics are the gateway's Prometheus collectors.
 type metrics struct {
-	requests *prometheus.CounterVec
+	requests *requestCounter
 	routing  *prometheus.HistogramVec
 	overhead prometheus.Histogram
 	prefix   prometheus.Histogram
@@ -29,10 +30,10 @@ type metrics struct {
 
 func newMetrics(view *cache.Gateway) *metrics {
 	return &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: &requestCounter{view: view, CounterVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_requests_total",
-			Help: "Requests answered, by route, model, endpoint and HTTP status code.",
-		}, []string{"route", "model", "endpoint", "code"}),
+			Help: "Requests answered, by route, model, endpoint and HTTP status code; the series of an endpoint that left go with it.",
+		}, []string{"route", "model", "endpoint", "code"})},
 		routing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_gateway_routing_duration_seconds",
 			Help:    "Time to select and reserve an endpoint, queueing included, by strategy.",
@@ -81,7 +82,43 @@ func (g *Gateway) Register(r prometheus.Registerer) error {
 
 // observe records one answered request.
 func (m *metrics) observe(o *outcome) {
-	m.requests.WithLabelValues(o.route, o.model, o.endpoint, strconv.Itoa(o.status)).Inc()
+	m.requests.observe(o)
+}
+
+// requestCounter counts answered requests by route, model, endpoint and status, and
+// drops the series of endpoints that left the cache when it is collected, so that pod
+// churn does not grow the series without bound.
+type requestCounter struct {
+	*prometheus.CounterVec
+	view *cache.Gateway
+	// endpoints holds the endpoint label of every series, as keys.
+	endpoints sync.Map
+}
+
+// observe counts o. The series is counted before its endpoint is recorded, so that a
+// Collect racing it leaves no series unrecorded: it at worst records an endpoint whose
+// series it dropped, which the next Collect forgets.
+func (c *requestCounter) observe(o *outcome) {
+	c.WithLabelValues(o.route, o.model, o.endpoint, strconv.Itoa(o.status)).Inc()
+	if _, ok := c.endpoints.Load(o.endpoint); !ok {
+		c.endpoints.Store(o.endpoint, struct{}{})
+	}
+}
+
+// Collect drops the series of endpoints no longer in the cache, then collects the rest.
+func (c *requestCounter) Collect(ch chan<- prometheus.Metric) {
+	live := map[string]bool{"": true} // requests that reached no endpoint
+	for _, p := range c.view.ListPods() {
+		live[p.Key.String()] = true
+	}
+	c.endpoints.Range(func(k, _ any) bool {
+		if e := k.(string); !live[e] {
+			c.endpoints.Delete(e)
+			c.DeletePartialMatch(prometheus.Labels{"endpoint": e})
+		}
+		return true
+	})
+	c.CounterVec.Collect(ch)
 }
 
 // loadCollector reports the cache's request counters at scrape time.

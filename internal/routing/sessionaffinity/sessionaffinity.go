@@ -17,7 +17,7 @@ const (
 	// DefaultHeader is the request header that carries the session id.
 	DefaultHeader = "x-session-id"
 	// DefaultTTL is how long a session is remembered after its last request.
-	DefaultTTL = time.Hour
+	DefaultTTL = 30 * time.Minute
 )
 
 // Config configures a Router. The zero value is valid.

@@ -110,6 +110,12 @@ func (r *Registry) Strategies() []v1alpha1.Strategy {
 	return names
 }
 
+// Knows reports whether name is a strategy of the registry.
+func (r *Registry) Knows(name v1alpha1.Strategy) bool {
+	_, ok := r.constructors[name]
+	return ok
+}
+
 // Picker builds the algorithm of strategy name configured by spec.
 func (r *Registry) Picker(name v1alpha1.Strategy, spec *v1alpha1.RoutingPolicySpec) (routing.Picker, error) {
 	s, err := r.scorer(name, spec)
