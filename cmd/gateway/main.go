@@ -49,6 +49,7 @@ func main() {
 	flag.DurationVar(&gw.Inbound.BodyReadTimeout, "body-read-timeout", inbound.DefaultBodyReadTimeout, "Longest wait for a whole request body that the gateway reads (408 beyond).")
 	flag.DurationVar(&gw.Inbound.IdleTimeout, "idle-timeout", inbound.DefaultIdleTimeout, "Longest a keep-alive connection may stay idle.")
 	flag.DurationVar(&gw.UpstreamTimeout, "upstream-timeout", 5*time.Minute, "Longest wait for an engine's response headers.")
+	flag.DurationVar(&gw.UpstreamIdleTimeout, "upstream-idle-timeout", 5*time.Minute, "Longest wait for more of a response body once its headers are relayed; a stalled engine is cut off beyond it.")
 	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
 	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")

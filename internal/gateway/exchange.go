@@ -315,11 +315,14 @@ func (x *exchange) retryable(err error) bool {
 // backend's, to port of pod and returns the response headers. The upstream request ends with the client's.
 //
 // The rule's backend timeout, if any, bounds the round trip until the response body is
-// closed.
+// closed; closing the body, or the idle watchdog of relay, ends it.
 func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
-	ctx, cancel := x.r.Context(), context.CancelFunc(func() {})
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if d := x.matched.Rule.BackendTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithTimeout(x.r.Context(), d)
+	} else {
+		ctx, cancel = context.WithCancel(x.r.Context()) // for the idle watchdog of relay
 	}
 	out, err := upstreamRequest(ctx, x.r, pod.Address, port, x.body, x.stream)
 	if err != nil {
@@ -436,8 +439,19 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	bp := relayBuffers.Get().(*[]byte)
 	defer relayBuffers.Put(bp)
 	buf := *bp
+	// An engine that sends nothing for UpstreamIdleTimeout is cut off: its round trip's
+	// context ends, and with it the read below.
+	idle := x.g.opts.UpstreamIdleTimeout
+	var watchdog *time.Timer
+	if body, ok := resp.Body.(*cancelOnClose); ok {
+		watchdog = time.AfterFunc(idle, body.cancel)
+		defer watchdog.Stop()
+	}
 	for {
 		n, err := resp.Body.Read(buf)
+		if watchdog != nil && n > 0 {
+			watchdog.Reset(idle)
+		}
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				return // the client went away; its context cancels the upstream request

@@ -44,6 +44,11 @@ type Options struct {
 	// UpstreamTimeout bounds the wait for the engine's response headers (504 beyond).
 	// Default 5 minutes.
 	UpstreamTimeout time.Duration
+	// UpstreamIdleTimeout bounds the wait for the next bytes of a response body once its
+	// headers are relayed: an engine that stalls longer is cut off, and the request's
+	// reservation released, rather than held for as long as the client waits. Default
+	// UpstreamTimeout.
+	UpstreamIdleTimeout time.Duration
 	// DialTimeout bounds connecting to an engine; a failed connection is retried on
 	// another endpoint. Default 2 seconds.
 	DialTimeout time.Duration
@@ -62,6 +67,9 @@ func (o Options) withDefaults() Options {
 	o.Inbound = o.Inbound.WithDefaults()
 	if o.UpstreamTimeout <= 0 {
 		o.UpstreamTimeout = 5 * time.Minute
+	}
+	if o.UpstreamIdleTimeout <= 0 {
+		o.UpstreamIdleTimeout = o.UpstreamTimeout
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 2 * time.Second

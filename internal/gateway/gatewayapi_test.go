@@ -38,7 +38,9 @@ type echoed struct {
 
 // echoServer serves, on a free port of host, an HTTP backend that answers every request
 // with its echoed JSON, counting requests, after the duration of its query parameter
-// delay, if any. It stops when the test ends.
+// delay, if any. With the query parameter stall, it instead sends its headers and a first
+// chunk, then nothing until the request ends, and closes stalled (if set) then. It stops
+// when the test ends.
 func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64) {
 	t.Helper()
 	return echoServerSpeaking(t, host, pod, nil)
@@ -54,6 +56,13 @@ func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocol
 	hits = new(atomic.Int64)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
+		if r.URL.Query().Has("stall") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: first\n\n")
+			http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			return
+		}
 		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
 			select { // a slow backend, for timeouts
 			case <-time.After(min(d, 5*time.Second)):
@@ -297,7 +306,7 @@ func TestGatewayAPIRouting(t *testing.T) {
 	// A seeded source makes the weighted draws repeatable, so the split checks cannot flake.
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
-	g, _ := runGateway(t, c, gateway.Options{UpstreamTimeout: 5 * time.Second, Random: func(n int) int {
+	g, _ := runGateway(t, c, gateway.Options{UpstreamTimeout: 5 * time.Second, UpstreamIdleTimeout: time.Second, Random: func(n int) int {
 		mu.Lock()
 		defer mu.Unlock()
 		return rnd.IntN(n)
@@ -419,6 +428,24 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 		if h.Get(gateway.HeaderRequestID) == "" || h.Get(gateway.HeaderEndpoint) == "" {
 			t.Errorf("plain response headers %v lack %s or %s", h, gateway.HeaderRequestID, gateway.HeaderEndpoint)
+		}
+	})
+
+	t.Run("a stalled backend is cut off", func(t *testing.T) {
+		// The backend sends one event and then nothing: the gateway ends the response after
+		// its idle timeout (1 s here) rather than when the client gives up (30 s).
+		client := &http.Client{Timeout: 30 * time.Second}
+		req, _ := http.NewRequest(http.MethodGet, base+"/events?stall=1", nil)
+		req.Host = "split.example"
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body) // ends early: the gateway closes the stream
+		_ = resp.Body.Close()
+		if took := time.Since(start); took > 20*time.Second || !strings.Contains(string(body), "data: first") {
+			t.Errorf("stalled response: %q after %v; want the first event, then the end after the idle timeout", body, took)
 		}
 	})
 
