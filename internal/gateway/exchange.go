@@ -404,6 +404,16 @@ func forwardedFor(h http.Header, r *http.Request) {
 	h.Set("X-Forwarded-Proto", proto)
 }
 
+// relayTrailers adds the upstream's trailers to the client's response header h, as
+// trailers (http.TrailerPrefix): gRPC's status travels in them.
+func relayTrailers(h http.Header, trailers http.Header) {
+	for k, vs := range trailers {
+		for _, v := range vs {
+			h.Add(http.TrailerPrefix+k, v)
+		}
+	}
+}
+
 // relayBuffers hold the buffers responses are relayed through, so that a request does
 // not allocate one.
 var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -464,6 +474,7 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 			}
 		}
 		if err == io.EOF {
+			relayTrailers(x.w.Header(), resp.Trailer)
 			reportUsage(target, usage)
 			return
 		}

@@ -63,6 +63,10 @@ func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocol
 			<-r.Context().Done()
 			return
 		}
+		if r.URL.Query().Has("trailer") {
+			w.Header().Set("Trailer", "X-Checksum")
+			defer func() { w.Header().Set("X-Checksum", "c0ffee") }()
+		}
 		if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
 			select { // a slow backend, for timeouts
 			case <-time.After(min(d, 5*time.Second)):
@@ -428,6 +432,20 @@ func TestGatewayAPIRouting(t *testing.T) {
 		}
 		if h.Get(gateway.HeaderRequestID) == "" || h.Get(gateway.HeaderEndpoint) == "" {
 			t.Errorf("plain response headers %v lack %s or %s", h, gateway.HeaderRequestID, gateway.HeaderEndpoint)
+		}
+	})
+
+	t.Run("trailers reach the client", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/any?trailer=1", nil)
+		req.Host = "split.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if got := resp.Trailer.Get("X-Checksum"); resp.StatusCode != http.StatusOK || got != "c0ffee" {
+			t.Errorf("status %d, trailer X-Checksum %q; want 200 and the backend's c0ffee", resp.StatusCode, got)
 		}
 	})
 
