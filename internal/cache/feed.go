@@ -35,6 +35,9 @@ type feed[T client.Object] struct {
 	apply func(T) error
 	// remove forgets the object with the given key, if known.
 	remove func(types.NamespacedName)
+	// batch, if set, runs the initial listing's applies as one change of the store they
+	// write (Store.batch).
+	batch func(func())
 	// predicates filter the watch events that reach Reconcile.
 	predicates []predicate.Predicate
 	// triggers are other kinds whose changes reconcile objects of this kind: apply reads
@@ -108,15 +111,23 @@ func (f *feed[T]) prime(ctx context.Context) error {
 	if err := f.reader.List(ctx, list); err != nil {
 		return fmt.Errorf("list %s: %w", f.kind, err)
 	}
-	return meta.EachListItem(list, func(o runtime.Object) error {
-		key := client.ObjectKeyFromObject(o.(client.Object))
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if err := f.sync(ctx, key); err != nil {
-			log.FromContext(ctx).Error(err, "Skipping object", "kind", f.kind, "object", key)
-		}
-		return nil
-	})
+	each := func() error {
+		return meta.EachListItem(list, func(o runtime.Object) error {
+			key := client.ObjectKeyFromObject(o.(client.Object))
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if err := f.sync(ctx, key); err != nil {
+				log.FromContext(ctx).Error(err, "Skipping object", "kind", f.kind, "object", key)
+			}
+			return nil
+		})
+	}
+	if f.batch == nil {
+		return each()
+	}
+	var err error
+	f.batch(func() { err = each() })
+	return err
 }
 
 // initialSync is a manager runnable that, once the informers have synced, applies every

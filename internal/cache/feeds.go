@@ -168,6 +168,7 @@ func objectFeed[T client.Object](kind string, s *Store[T], newObject func() T, n
 			return nil
 		},
 		remove: s.remove,
+		batch:  s.batch,
 	}
 }
 
@@ -217,5 +218,6 @@ func namespaceFeed(s *Store[map[string]string]) *feed[*corev1.Namespace] {
 			return nil
 		},
 		remove: s.remove,
+		batch:  s.batch,
 	}
 }

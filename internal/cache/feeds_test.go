@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -437,5 +438,37 @@ func TestObjectFeedStore(t *testing.T) {
 	}
 	if len(list) != 1 || list[0].Name != "rp" {
 		t.Errorf("a list taken before the delete changed: %v", list)
+	}
+}
+
+// TestPrimePublishesOneGeneration checks that the initial listing of a kind reaches its
+// store as one new generation, all objects at once, rather than one copy of the store
+// per object; and that writes after it publish one generation each again.
+func TestPrimePublishesOneGeneration(t *testing.T) {
+	s := new(Store[*v1alpha1.RoutingPolicy])
+	f := policyFeed(s)
+	var objs []client.Object
+	for i := range 50 {
+		objs = append(objs, &v1alpha1.RoutingPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("rp-%d", i)},
+			Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest},
+		})
+	}
+	f.reader = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+	v0 := s.Version()
+	if err := f.prime(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Version(); got != v0+1 || len(s.List()) != len(objs) {
+		t.Fatalf("after priming %d policies: version %d -> %d, %d stored; want one generation holding them all", len(objs), v0, got, len(s.List()))
+	}
+	s.remove(types.NamespacedName{Namespace: "ns", Name: "rp-0"})
+	if got := s.Version(); got != v0+2 || len(s.List()) != len(objs)-1 {
+		t.Errorf("a write after priming: version %d, %d stored; want its own generation", got, len(s.List()))
+	}
+	// A batch that changes nothing publishes nothing.
+	s.batch(func() { s.remove(types.NamespacedName{Namespace: "ns", Name: "absent"}) })
+	if got := s.Version(); got != v0+2 {
+		t.Errorf("an empty batch published generation %d", got)
 	}
 }

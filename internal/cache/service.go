@@ -55,6 +55,7 @@ func serviceFeed(s *Store[Service]) *feed[*corev1.Service] {
 		newObject: func() *corev1.Service { return new(corev1.Service) },
 		newList:   func() client.ObjectList { return new(corev1.ServiceList) },
 		remove:    s.remove,
+		batch:     s.batch,
 		triggers:  []trigger{{object: &discoveryv1.EndpointSlice{}, keys: sliceService}},
 	}
 	f.apply = func(svc *corev1.Service) error {

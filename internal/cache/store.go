@@ -13,7 +13,8 @@ import (
 // Store is a registry of values of one kind keyed by namespace and name, such as routing
 // policies or HTTPRoutes. It is safe for concurrent use: readers load the current
 // immutable generation without locking, writers (the cache's reconcilers) are serialised
-// by a mutex and publish a new generation on every change.
+// by a mutex and publish a new generation on every change, or, within batch, one for all
+// the changes of the batch.
 //
 // Stored values are shared with every reader and MUST NOT be modified; a writer stores a
 // fresh value instead.
@@ -21,6 +22,10 @@ type Store[T any] struct {
 	// gen is stored by writers holding mu and loaded by readers without a lock.
 	gen atomic.Pointer[storeGeneration[T]]
 	mu  sync.Mutex
+	// draft, while a batch runs, is the items every write changes in place, published
+	// when the batch ends; dirty reports whether a write changed them. Both guarded by mu.
+	draft map[types.NamespacedName]T
+	dirty bool
 }
 
 // storeGeneration is one immutable state of a Store.
@@ -75,11 +80,38 @@ func (s *Store[T]) remove(key types.NamespacedName) {
 	})
 }
 
+// batch runs writes, which set and remove the store's values, and publishes their changes
+// as one generation when it returns: priming a store of N values copies them once, not N
+// times. Writes of other goroutines meanwhile join the batch; readers see the generation
+// before it until it ends. Batches do not nest.
+func (s *Store[T]) batch(writes func()) {
+	s.mu.Lock()
+	s.draft, s.dirty = maps.Clone(s.load().items), false
+	if s.draft == nil {
+		s.draft = make(map[types.NamespacedName]T)
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.dirty {
+			s.gen.Store(&storeGeneration[T]{items: s.draft, version: s.load().version + 1})
+		}
+		s.draft = nil
+	}()
+	writes()
+}
+
 // update applies change to a copy of the current items and publishes the copy as a new
-// generation if change reports that it changed something.
+// generation if change reports that it changed something; within a batch, it applies
+// change to the batch's draft.
 func (s *Store[T]) update(change func(map[types.NamespacedName]T) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.draft != nil {
+		s.dirty = change(s.draft) || s.dirty
+		return
+	}
 	prev := s.load()
 	items := maps.Clone(prev.items)
 	if items == nil {
