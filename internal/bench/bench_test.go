@@ -400,7 +400,7 @@ func TestLowerBound(t *testing.T) {
 		}
 		return enginesim.ChatPrompt(turns)
 	}
-	cost := func(uncached int) time.Duration { return 2 * engine.PrefillTime(uncached, 1) }
+	cost := func(uncached int) time.Duration { return 2 * engine.PrefillTime(uncached, 1) } // TimeScale 2
 	// The first prefills all of its prompt; the second only what follows the whole blocks
 	// it shares with the first; the third shares nothing.
 	shared := len(enginesim.BlockHashes("<|system|>"+system+"\n", engine.BlockSize))

@@ -43,7 +43,7 @@ func lowerBound(reqs []Request, engine enginesim.Config) []time.Duration {
 			held[h] = true
 		}
 		uncached := enginesim.CountTokens(prompt) - cached*engine.BlockSize
-		out[i] = time.Duration(float64(engine.PrefillTime(uncached, 1)) * engine.TimeScale)
+		out[i] = engine.Scaled(engine.PrefillTime(uncached, 1))
 	}
 	return out
 }

@@ -231,6 +231,7 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 		return err
 	}
 	seeds := res.Settings.Seeds
+	engine := cfg.engineModel()
 	total := len(workloads) * len(seeds) * len(res.Strategies) * len(cfg.Rates)
 	n := 0
 	for wi, w := range workloads {
@@ -240,7 +241,7 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 			for ri, rate := range cfg.Rates {
 				_, reqs := pointRequests(w, boundStrategy, rate, cfg.Duration, pointArrivals(seed, wi, ri))
 				res.Bounds = append(res.Bounds, Bound{Workload: w.Name, Rate: rate, Seed: seed,
-					TTFT: Summarize(lowerBound(reqs, cfg.engineModel()))})
+					TTFT: Summarize(lowerBound(reqs, engine))})
 			}
 			for _, strategy := range res.Strategies {
 				// Fresh engines and gateway for every strategy and seed: no run profits from

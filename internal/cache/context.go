@@ -107,7 +107,6 @@ type Metadata struct {
 	Sync
 	scraper    *Scraper
 	staleAfter time.Duration
-	backends   backendSelections
 }
 
 // StaleAfter returns the age beyond which a metrics snapshot is stale.

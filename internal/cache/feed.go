@@ -111,8 +111,13 @@ func (f *feed[T]) prime(ctx context.Context) error {
 	if err := f.reader.List(ctx, list); err != nil {
 		return fmt.Errorf("list %s: %w", f.kind, err)
 	}
-	each := func() error {
-		return meta.EachListItem(list, func(o runtime.Object) error {
+	batch := f.batch
+	if batch == nil {
+		batch = func(writes func()) { writes() }
+	}
+	var err error
+	batch(func() {
+		err = meta.EachListItem(list, func(o runtime.Object) error {
 			key := client.ObjectKeyFromObject(o.(client.Object))
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -121,12 +126,7 @@ func (f *feed[T]) prime(ctx context.Context) error {
 			}
 			return nil
 		})
-	}
-	if f.batch == nil {
-		return each()
-	}
-	var err error
-	f.batch(func() { err = each() })
+	})
 	return err
 }
 

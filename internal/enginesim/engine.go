@@ -64,9 +64,15 @@ func NewEngine(cfg Config) (*Engine, error) {
 // Config returns the engine's configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
+// Scaled returns the modelled duration d at the configured time scale: what the engine
+// waits for it, without faults.
+func (c *Config) Scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.TimeScale)
+}
+
 // delay returns d scaled by the time scale and the current slow-down fault.
 func (e *Engine) delay(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * e.cfg.TimeScale * e.faults.get().slowFactor())
+	return time.Duration(float64(e.cfg.Scaled(d)) * e.faults.get().slowFactor())
 }
 
 // sleep waits for the scaled duration d or until ctx ends.

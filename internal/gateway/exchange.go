@@ -145,7 +145,7 @@ func (x *exchange) proxy() {
 		}
 		kept.discard()
 		kept = nil
-		x.o.endpoint = target.Pod.Key.String()
+		x.o.endpoint = target.Pod.Key
 		if attempt == 0 {
 			x.g.metrics.overhead.Observe(since(x.start))
 		}
@@ -205,7 +205,7 @@ func (a *answer) discard() {
 
 // relayAnswer relays a to the client and records its endpoint and status.
 func (x *exchange) relayAnswer(a *answer) {
-	x.o.endpoint = a.target.Pod.Key.String()
+	x.o.endpoint = a.target.Pod.Key
 	x.o.status = a.resp.StatusCode
 	resp := a.resp
 	a.resp = nil // relay releases it

@@ -293,9 +293,10 @@ type builtRouter struct {
 // not exist is errUnknownStrategy. A policy's new generation whose routing settings
 // (routerSettings) are those of the last keeps its router, and with it what the router
 // learnt; a new generation that changes them gets a new router, and the routers of older
-// generations are forgotten, never those of newer ones (a request may still read an older
-// generation). The routers of deleted policies are forgotten when the route table is
-// rebuilt (pruneRouters).
+// generations are forgotten. A request that still reads an older generation than one
+// already routed uses a router of its settings without keeping it: it neither evicts
+// the newer generation's router nor leaves one of its own behind. The routers of deleted
+// policies are forgotten when the route table is rebuilt (pruneRouters).
 func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (routing.Router, v1alpha1.Strategy, error) {
 	spec := &v1alpha1.RoutingPolicySpec{Strategy: g.opts.DefaultStrategy}
 	var key routerKey
@@ -315,14 +316,13 @@ func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (rout
 	}
 	settings := routerSettings(spec)
 	var reuse *builtRouter
+	newest := key.generation
 	g.routers.Range(func(k, v any) bool {
-		old, b := k.(routerKey), v.(*builtRouter)
-		if old.uid != key.uid || old.strategy != key.strategy || old.generation > key.generation {
-			return true
-		}
-		if b.settings == settings {
-			reuse = b
-			return false
+		if other := k.(routerKey); other.uid == key.uid {
+			newest = max(newest, other.generation)
+			if b := v.(*builtRouter); other.strategy == key.strategy && b.settings == settings {
+				reuse = b
+			}
 		}
 		return true
 	})
@@ -332,6 +332,9 @@ func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (rout
 			return nil, key.strategy, err
 		}
 		reuse = &builtRouter{Router: r, settings: settings}
+	}
+	if key.generation < newest {
+		return reuse, key.strategy, nil
 	}
 	actual, _ := g.routers.LoadOrStore(key, reuse)
 	g.routers.Range(func(k, _ any) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/outlier"
@@ -23,8 +24,18 @@ const DefaultRetryAttempts = 2
 
 // outcome is what the request log and metrics record of one request.
 type outcome struct {
-	route, model, endpoint string
-	status                 int
+	route, model string
+	// endpoint is the pod that answered; zero when none did.
+	endpoint endpoint.Key
+	status   int
+}
+
+// endpointLabel is the answering pod as metrics and logs name it, "" when none did.
+func (o *outcome) endpointLabel() string {
+	if o.endpoint == (endpoint.Key{}) {
+		return ""
+	}
+	return o.endpoint.String()
 }
 
 // fail writes err to the client and records its status.
@@ -48,7 +59,7 @@ func (g *Gateway) Handler(addr routetable.Addr) http.Handler {
 			if log := g.log.V(1); log.Enabled() { // the arguments cost, even unlogged
 				// Prompts are never logged.
 				log.Info("Request", "requestID", reqID, "method", r.Method, "path", r.URL.Path,
-					"route", o.route, "model", o.model, "endpoint", o.endpoint, "status", o.status,
+					"route", o.route, "model", o.model, "endpoint", o.endpointLabel(), "status", o.status,
 					"duration", time.Since(start))
 			}
 		}()

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
 
 // metrics are the gateway's Prometheus collectors.
@@ -91,7 +92,8 @@ func (m *metrics) observe(o *outcome) {
 type requestCounter struct {
 	*prometheus.CounterVec
 	view *cache.Gateway
-	// endpoints holds the endpoint label of every series, as keys.
+	// endpoints holds the endpoint of every series that names one (endpoint.Key ->
+	// its label).
 	endpoints sync.Map
 }
 
@@ -99,22 +101,23 @@ type requestCounter struct {
 // Collect racing it leaves no series unrecorded: it at worst records an endpoint whose
 // series it dropped, which the next Collect forgets.
 func (c *requestCounter) observe(o *outcome) {
-	c.WithLabelValues(o.route, o.model, o.endpoint, strconv.Itoa(o.status)).Inc()
+	label := o.endpointLabel()
+	c.WithLabelValues(o.route, o.model, label, strconv.Itoa(o.status)).Inc()
+	if label == "" {
+		return
+	}
 	if _, ok := c.endpoints.Load(o.endpoint); !ok {
-		c.endpoints.Store(o.endpoint, struct{}{})
+		c.endpoints.Store(o.endpoint, label)
 	}
 }
 
-// Collect drops the series of endpoints no longer in the cache, then collects the rest.
+// Collect drops the series of the recorded endpoints no longer in the cache, then
+// collects the rest.
 func (c *requestCounter) Collect(ch chan<- prometheus.Metric) {
-	live := map[string]bool{"": true} // requests that reached no endpoint
-	for _, p := range c.view.ListPods() {
-		live[p.Key.String()] = true
-	}
-	c.endpoints.Range(func(k, _ any) bool {
-		if e := k.(string); !live[e] {
-			c.endpoints.Delete(e)
-			c.DeletePartialMatch(prometheus.Labels{"endpoint": e})
+	c.endpoints.Range(func(k, label any) bool {
+		if _, ok := c.view.Pod(k.(endpoint.Key)); !ok {
+			c.endpoints.Delete(k)
+			c.DeletePartialMatch(prometheus.Labels{"endpoint": label.(string)})
 		}
 		return true
 	})

@@ -67,10 +67,16 @@ func TestRoutersFollowPolicyIdentityAndSettings(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Errorf("%d routers after the new generation, want 1", n)
 	}
-	// A request still reading generation 1 must not take generation 2's router away.
-	routerOf(sessionPolicy("uid-1", 1, "x-a"))
+	// A request still reading generation 1 must not take generation 2's router away, nor
+	// leave a router of its own behind; with the same settings it shares generation 2's.
+	if stale := routerOf(sessionPolicy("uid-1", 1, "x-a")); stale != first {
+		t.Error("a request of an older generation with the same settings got another router")
+	}
 	if _, ok := g.routers.Load(routerKey{uid: "uid-1", generation: 2, strategy: v1alpha1.StrategySessionAffinity}); !ok {
 		t.Error("a request of an older generation evicted the newer generation's router")
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d routers after a request of an older generation, want 1", n)
 	}
 	// A generation that changes the settings gets a new router.
 	changed := routerOf(sessionPolicy("uid-1", 3, "x-b"))

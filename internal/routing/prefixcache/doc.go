@@ -34,9 +34,10 @@
 // Two settings keep a meaning on top of the prediction: a match below MinMatchRatio of
 // the prompt's blocks counts as none, and LoadImbalanceThreshold stays a hard guard, an
 // endpoint that the request would put more than that many requests in flight ahead of
-// the idlest candidate being left out whatever its match. Score exposes the prediction to weighted policies as minus the
-// predicted seconds (-Inf for endpoints the guard leaves out). Pick and Score always
-// decide: before any engine speed is learnt, ttft's priors stand in.
+// the idlest candidate being left out whatever its match. Score exposes the prediction
+// to weighted policies as minus the predicted seconds (-Inf for endpoints the guard
+// leaves out). Pick and Score always decide: before any engine speed is learnt, ttft's
+// priors stand in.
 //
 // The package does not tokenize, scrape or watch pods; it forgets endpoints that left by
 // asking a PodLookup, lazily, from the request path.

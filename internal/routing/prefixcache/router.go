@@ -129,10 +129,10 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 // Pick returns the candidate whose first token is predicted soonest, among those the
 // load guard keeps: a candidate with LoadImbalanceThreshold or more requests in flight
 // beyond the idlest candidate is left out, as the request would put it more than that
-// ahead. Among equal predictions the least loaded
-// wins: the fewest requests in flight, then the fewest prompt tokens sent so far
-// (cache.Load.TokensIn), so that new conversations spread evenly while every endpoint
-// is idle; remaining ties are broken uniformly at random. Pick never returns an error.
+// ahead. Among equal predictions the least loaded wins: the fewest requests in flight,
+// then the fewest prompt tokens sent so far (cache.Load.TokensIn), so that new
+// conversations spread evenly while every endpoint is idle; remaining ties are broken
+// uniformly at random. Pick never returns an error.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
 	var buf [stackHashes]uint64
@@ -174,7 +174,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	if idlest == math.MaxInt64 {
 		return 0, 0, false
 	}
-	estimate, guard := fleet.Estimator(rc.Now), idlest+r.cfg.LoadImbalanceThreshold
+	// Pods at the admission bound or the load guard (idlest + threshold) are left out.
+	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
 	tokens := r.promptTokens(rc)
 	var hashBuf [stackHashes]uint64
 	var matchBuf [16]match // the matches of most prompts
@@ -187,7 +188,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			held, matches = matches[0].blocks, matches[1:]
 		}
 		n := h.InFlight()
-		if n >= limit || n >= guard {
+		if n >= cutoff {
 			continue
 		}
 		en := ttft.Engine{InFlight: n, Age: h.MeanAge(rc.Now).Seconds()}
