@@ -160,6 +160,20 @@ type OutlierDetectionConfig struct {
 	MaxEjectionPercent *int32 `json:"maxEjectionPercent,omitempty"`
 }
 
+// QueueConfig says how long a request waits for capacity. It applies when the gateway
+// caps the requests in flight per endpoint (--max-in-flight-per-endpoint) and every
+// candidate of a request is at the cap.
+type QueueConfig struct {
+	// MaxWait is how long a request may wait for an endpoint to free up before the gateway
+	// answers 503 with a Retry-After header. Between 1ms and 1h. Defaults to the gateway's
+	// --max-queue-wait (30s unless set).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="spec.queue.maxWait must be between 1ms and 1h"
+	MaxWait *metav1.Duration `json:"maxWait,omitempty"`
+}
+
 // RoutingPolicySpec says how the gateway picks an endpoint.
 // +kubebuilder:validation:XValidation:rule="self.strategy != 'weighted' || (has(self.scorers) && size(self.scorers) > 0)",message="spec.scorers must be set when spec.strategy is weighted"
 // +kubebuilder:validation:XValidation:rule="self.strategy == 'weighted' || !has(self.scorers) || size(self.scorers) == 0",message="spec.scorers may only be set when spec.strategy is weighted"
@@ -205,6 +219,11 @@ type RoutingPolicySpec struct {
 	// candidates for a while. When unset, the defaults of its fields apply.
 	// +optional
 	OutlierDetection *OutlierDetectionConfig `json:"outlierDetection,omitempty"`
+
+	// Queue says how long a request waits when every endpoint it may go to is at the
+	// gateway's per-endpoint concurrency cap.
+	// +optional
+	Queue *QueueConfig `json:"queue,omitempty"`
 }
 
 // RoutingPolicy condition types.

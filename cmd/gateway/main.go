@@ -52,6 +52,7 @@ func main() {
 	flag.DurationVar(&gw.UpstreamIdleTimeout, "upstream-idle-timeout", 5*time.Minute, "Longest wait for more of a response body once its headers are relayed; a stalled engine is cut off beyond it.")
 	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
+	flag.DurationVar(&gw.Limits.MaxQueueWait, "max-queue-wait", 30*time.Second, "Longest a queued request waits for an endpoint below its cap when its RoutingPolicy's spec.queue.maxWait does not say; beyond it, 503 with Retry-After. 0 means until the client gives up.")
 	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")
 	flag.DurationVar(&scrape.Timeout, "metrics-scrape-timeout", time.Second, "Timeout of one engine metrics scrape.")
 	flag.IntVar(&scrape.MaxConcurrent, "metrics-scrape-max-concurrent", cache.DefaultScrapeMaxConcurrent, "Engines scraped (or listed) at once.")

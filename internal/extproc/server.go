@@ -321,6 +321,9 @@ func errorResponse(ctx context.Context, err error) *extprocv3.ProcessingResponse
 	}
 
 	w := newRecordedResponse()
+	if hs, ok := errors.AsType[headerSetter](err); ok {
+		hs.SetHeaders(w.header)
+	}
 	writeError(w, code, message)
 	mutation := &extprocv3.HeaderMutation{}
 	for key, values := range w.header {
@@ -344,6 +347,12 @@ func errorResponse(ctx context.Context, err error) *extprocv3.ProcessingResponse
 type httpStatusError interface {
 	error
 	HTTPStatus() int
+}
+
+// headerSetter is an error whose answer carries headers, such as Retry-After.
+type headerSetter interface {
+	error
+	SetHeaders(http.Header)
 }
 
 // statusError is an httpStatusError raised by the Server itself.

@@ -70,10 +70,17 @@ func (p *fakePicker) waitReleased(t *testing.T) int32 {
 type statusErr struct {
 	status int
 	msg    string
+	// retryAfter, if set, is the Retry-After header the error's answer carries.
+	retryAfter string
 }
 
 func (e *statusErr) Error() string   { return e.msg }
 func (e *statusErr) HTTPStatus() int { return e.status }
+func (e *statusErr) SetHeaders(h http.Header) {
+	if e.retryAfter != "" {
+		h.Set("Retry-After", e.retryAfter)
+	}
+}
 
 // startServer serves an extproc.Server for p on 127.0.0.1 and returns a client playing
 // Envoy's part. Everything is stopped when the test ends.
@@ -345,6 +352,8 @@ func TestProcessAnswersPickErrors(t *testing.T) {
 		wantType    string
 		wantCode    string
 		wantMessage string
+		// wantRetryAfter is the retry-after header the answer must carry, if any.
+		wantRetryAfter string
 	}{
 		{
 			name:       "no endpoint",
@@ -354,9 +363,9 @@ func TestProcessAnswersPickErrors(t *testing.T) {
 		},
 		{
 			name:       "queue full",
-			err:        &statusErr{status: http.StatusTooManyRequests, msg: "request queue is full"},
+			err:        &statusErr{status: http.StatusTooManyRequests, msg: "request queue is full", retryAfter: "1"},
 			wantStatus: http.StatusTooManyRequests, wantType: "rate_limit_error", wantCode: "queue_full",
-			wantMessage: "request queue is full",
+			wantMessage: "request queue is full", wantRetryAfter: "1",
 		},
 		{
 			name:       "wrapped unknown model",
@@ -384,7 +393,17 @@ func TestProcessAnswersPickErrors(t *testing.T) {
 			send(t, stream, requestHeaders(false, "content-type", "application/json"))
 			recv(t, stream)
 			send(t, stream, requestBody(`{"model":"x"}`, true))
-			checkImmediate(t, recv(t, stream), tt.wantStatus, tt.wantType, tt.wantCode, tt.wantMessage)
+			resp := recv(t, stream)
+			checkImmediate(t, resp, tt.wantStatus, tt.wantType, tt.wantCode, tt.wantMessage)
+			var retryAfter string
+			for _, h := range resp.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+				if h.GetHeader().GetKey() == "retry-after" {
+					retryAfter = string(h.GetHeader().GetRawValue())
+				}
+			}
+			if retryAfter != tt.wantRetryAfter {
+				t.Errorf("retry-after = %q, want %q", retryAfter, tt.wantRetryAfter)
+			}
 			expectEnd(t, stream)
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/routing"
@@ -18,6 +20,9 @@ type Error struct {
 	Type, Code string
 	// Message is safe to show the client.
 	Message string
+	// RetryAfter, if > 0, is sent in a Retry-After header (whole seconds, rounded up): when
+	// the client may expect the gateway to take the request.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -25,14 +30,23 @@ func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Cod
 // HTTPStatus returns the HTTP status code the client receives.
 func (e *Error) HTTPStatus() int { return e.Status }
 
+// SetHeaders sets the headers e's answer carries besides the body's: Retry-After.
+func (e *Error) SetHeaders(h http.Header) {
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+}
+
 // write sends e to the client as an OpenAI-shaped JSON error.
 func (e *Error) write(w http.ResponseWriter) {
+	e.SetHeaders(w.Header())
 	openai.WriteError(w, e.Status, e.Type, e.Code, e.Message)
 }
 
 // Error constructors, one per status of DESIGN §5.
 func errBadRequest(msg string) *Error {
-	return &Error{http.StatusBadRequest, "invalid_request_error", "invalid_request", msg}
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request",
+		Message: msg}
 }
 
 // errUnknownStrategy is a request's x-routing-strategy naming no strategy: the client's
@@ -41,42 +55,57 @@ func errUnknownStrategy(name string) *Error {
 	return errBadRequest(fmt.Sprintf("The %s header names %q, which is not a routing strategy.", HeaderStrategy, name))
 }
 func errRouteNotFound(msg string) *Error {
-	return &Error{http.StatusNotFound, "invalid_request_error", "route_not_found", msg}
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "route_not_found",
+		Message: msg}
 }
 func errModelNotFound(model string) *Error {
-	return &Error{http.StatusNotFound, "invalid_request_error", "model_not_found",
-		fmt.Sprintf("The model %q does not exist or is not served here.", model)}
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found",
+		Message: fmt.Sprintf("The model %q does not exist or is not served here.", model)}
 }
 func errTooLarge(limit int64) *Error {
-	return &Error{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-		fmt.Sprintf("The request body is larger than %d bytes.", limit)}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		Message: fmt.Sprintf("The request body is larger than %d bytes.", limit)}
 }
+
+// queueRetryAfter is the Retry-After of the answers to requests the queue could not
+// take: a slot frees as soon as any request on the model's endpoints ends.
+const queueRetryAfter = time.Second
+
 func errQueueFull() *Error {
-	return &Error{http.StatusTooManyRequests, "rate_limit_error", "queue_full",
-		"Every endpoint for this model is at capacity and the queue is full; retry later."}
+	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "queue_full",
+		Message: "Every endpoint for this model is at capacity and the queue is full; retry later.", RetryAfter: queueRetryAfter}
+}
+func errQueueTimeout() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_timeout",
+		Message: "Every endpoint for this model stayed at capacity for as long as the request may wait; retry later.", RetryAfter: queueRetryAfter}
 }
 func errInvalidFilter(msg string) *Error {
-	return &Error{http.StatusInternalServerError, "server_error", "invalid_route_filter", msg}
+	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "invalid_route_filter",
+		Message: msg}
 }
 func errInvalidBackend(msg string) *Error {
-	return &Error{http.StatusInternalServerError, "server_error", "invalid_backend", msg}
+	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "invalid_backend",
+		Message: msg}
 }
 func errNoReadyBackend() *Error {
-	return &Error{http.StatusServiceUnavailable, "server_error", "no_ready_endpoint",
-		"No ready endpoint of the route's backends can take the request."}
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
+		Message: "No ready endpoint of the route's backends can take the request."}
 }
 func errInternal(msg string) *Error {
-	return &Error{http.StatusInternalServerError, "server_error", "internal_error", msg}
+	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error",
+		Message: msg}
 }
 func errUnreachable(msg string) *Error {
-	return &Error{http.StatusBadGateway, "server_error", "upstream_unreachable", msg}
+	return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_unreachable",
+		Message: msg}
 }
 func errNoEndpoint(model string) *Error {
-	return &Error{http.StatusServiceUnavailable, "server_error", "no_ready_endpoint",
-		fmt.Sprintf("No ready endpoint serves the model %q.", model)}
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
+		Message: fmt.Sprintf("No ready endpoint serves the model %q.", model)}
 }
 func errTimeout(msg string) *Error {
-	return &Error{http.StatusGatewayTimeout, "server_error", "upstream_timeout", msg}
+	return &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "upstream_timeout",
+		Message: msg}
 }
 
 // routingError maps a routing rejection to the client's error.
@@ -86,6 +115,8 @@ func routingError(model string, err error) *Error {
 		return errNoEndpoint(model)
 	case errors.Is(err, routing.ErrQueueFull):
 		return errQueueFull()
+	case errors.Is(err, routing.ErrQueueTimeout):
+		return errQueueTimeout()
 	default:
 		return errInternal("routing failed: " + err.Error())
 	}

@@ -52,7 +52,8 @@ type Options struct {
 	// DialTimeout bounds connecting to an engine; a failed connection is retried on
 	// another endpoint. Default 2 seconds.
 	DialTimeout time.Duration
-	// Limits bound the requests in flight per endpoint and queued per model.
+	// Limits bound the requests in flight per endpoint, queued per model and how long
+	// they wait.
 	Limits strategies.Limits
 	// Random breaks routing ties and draws weighted backends; nil means
 	// routing.DefaultRandom.
@@ -137,9 +138,10 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	}
 	g.outliers = outlier.New(nil, outlierEvents{g})
 	g.metrics.ejected = g.outliers.EjectedCount
+	admission := routing.NewAdmission(view.Tracker)
 	g.registry = strategies.NewRegistry(strategies.Deps{
 		Reserver:           view.Tracker,
-		Queuer:             view.Tracker,
+		Admission:          admission,
 		Pods:               view.Reader,
 		StaleAfter:         view.StaleAfter(),
 		Random:             opts.Random,
@@ -150,7 +152,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	if err != nil {
 		panic(fmt.Sprintf("least-request picker: %v", err)) // built in; cannot fail
 	}
-	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter()})
+	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter(), Admission: admission})
 	return g
 }
 
@@ -354,7 +356,8 @@ func routerSettings(spec *v1alpha1.RoutingPolicySpec) string {
 		PrefixCache     *v1alpha1.PrefixCacheConfig     `json:"prefixCache,omitempty"`
 		SessionAffinity *v1alpha1.SessionAffinityConfig `json:"sessionAffinity,omitempty"`
 		Scorers         []v1alpha1.Scorer               `json:"scorers,omitempty"`
-	}{spec.Fallback, spec.PrefixCache, spec.SessionAffinity, spec.Scorers})
+		Queue           *v1alpha1.QueueConfig           `json:"queue,omitempty"`
+	}{spec.Fallback, spec.PrefixCache, spec.SessionAffinity, spec.Scorers, spec.Queue})
 	if err != nil { // the API types always encode
 		panic(err)
 	}

@@ -250,11 +250,46 @@ func TestGateway(t *testing.T) {
 			m, ok := view.Model("slow-model")
 			return ok && m.Load().InFlight() == 2 && m.Load().Waiting() == 1
 		})
-		status, _, body := postRead(base, "", chatBody("slow-model", false))
-		if status != http.StatusTooManyRequests || !strings.Contains(string(body), "queue_full") {
-			t.Errorf("request beyond the queue: %d %s, want 429 queue_full", status, body)
+		status, hdr, body := postRead(base, "", chatBody("slow-model", false))
+		if status != http.StatusTooManyRequests || !strings.Contains(string(body), "queue_full") || hdr.Get("Retry-After") != "1" {
+			t.Errorf("request beyond the queue: %d Retry-After %q %s, want 429 queue_full, Retry-After 1", status, hdr.Get("Retry-After"), body)
 		}
 		for range 3 {
+			<-done
+		}
+	})
+
+	t.Run("a request queued past the policy's queue.maxWait gets 503 with Retry-After", func(t *testing.T) {
+		patch := client.MergeFrom(policy.DeepCopy())
+		policy.Spec.Queue = &v1alpha1.QueueConfig{MaxWait: &metav1.Duration{Duration: 100 * time.Millisecond}}
+		if err := c.Patch(ctx, policy, patch); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitUntil(t, waitTimeout, "the gateway has the policy's queue settings", func() bool {
+			rp, ok := view.Policies.Get(client.ObjectKeyFromObject(policy))
+			return ok && rp.Spec.Queue != nil
+		})
+		// slow-0 takes two requests in flight; the third waits 100ms, not until one of
+		// them ends with 504 after the 2s upstream timeout.
+		done := make(chan int, 2)
+		for range 2 {
+			go func() {
+				status, _ := post(base, "", chatBody("slow-model", false))
+				done <- status
+			}()
+		}
+		testenv.WaitUntil(t, waitTimeout, "slow-0 is full", func() bool {
+			m, ok := view.Model("slow-model")
+			return ok && m.Load().InFlight() == 2
+		})
+		status, hdr, body := postRead(base, "", chatBody("slow-model", false))
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "queue_timeout") || hdr.Get("Retry-After") != "1" {
+			t.Errorf("request queued past maxWait: %d Retry-After %q %s, want 503 queue_timeout, Retry-After 1", status, hdr.Get("Retry-After"), body)
+		}
+		if m, _ := view.Model("slow-model"); m.Load().Waiting() != 0 {
+			t.Errorf("%d requests still counted as waiting after the timeout", m.Load().Waiting())
+		}
+		for range 2 {
 			<-done
 		}
 	})

@@ -175,8 +175,8 @@ type Target struct {
 	reservation cache.Reservation
 	// receipt, if set, is the routing algorithm's, settled by Report.
 	receipt Receipt
-	// onRelease, if set, runs after the reservation is released (the queue's wake-up).
-	onRelease func()
+	// admission, if set, is told when the reservation is released.
+	admission *Admission
 	once      sync.Once
 	reported  sync.Once
 }
@@ -200,8 +200,8 @@ func (t *Target) Report(u Usage) {
 func (t *Target) Release(tokensOut int64) {
 	t.once.Do(func() {
 		t.reservation.Release(tokensOut)
-		if t.onRelease != nil {
-			t.onRelease()
+		if t.admission != nil {
+			t.admission.released(t.Pod.Load())
 		}
 	})
 }

@@ -6,8 +6,8 @@
 // implements Scorer (rank the candidates) and, where it needs more than "highest score
 // wins", Picker. NewRouter turns a Picker into a synchronous Router that selects and
 // reserves in one step; NewQueue turns one into an asynchronous Router that holds
-// requests in a bounded per-model queue while every candidate is at its concurrency
-// limit.
+// requests, bounded per model and in time, while every candidate is at its concurrency
+// limit, in an Admission that every router of the process shares.
 //
 // Routers read immutable cache snapshots (cache.Pod, cache.Model) and atomic counters;
 // they share no maps with the cache and take no global lock. The package imports the

@@ -35,6 +35,10 @@ type Options struct {
 	// MaxInFlight caps the requests in flight on one endpoint; 0 means no cap. Endpoints
 	// at the cap are not offered to the Picker.
 	MaxInFlight int64
+	// Admission, if set, is told of every release of the router's targets, so that the
+	// requests waiting for capacity (NewQueue) are routed again. Every router that shares
+	// endpoints with a queueing one needs it. Required by NewQueue.
+	Admission *Admission
 }
 
 // maxAttempts bounds how often a decision is retried because the chosen endpoint's load
@@ -124,7 +128,7 @@ func (s selector) reserve(rc *RoutingContext, p *cache.Pod, seen int64, attempt 
 	if !s.opts.Reserver.TryReserveInto(&t.reservation, rc.Model, p, limit, rc.PromptTokens) {
 		return nil, false
 	}
-	t.Pod = p
+	t.Pod, t.admission = p, s.opts.Admission
 	if s.learner != nil {
 		t.receipt = s.learner.Learn(rc, p)
 	}
@@ -167,12 +171,8 @@ type syncRouter struct{ sel selector }
 
 func (r syncRouter) Route(rc *RoutingContext) {
 	t, err := r.sel.selectAndReserve(rc)
-	switch {
-	case errors.Is(err, errAllBusy):
-		rc.Reject(ErrQueueFull)
-	case err != nil:
-		rc.Reject(err)
-	case !rc.Resolve(t):
-		t.Release(0)
+	if errors.Is(err, errAllBusy) {
+		err = ErrQueueFull
 	}
+	settle(rc, t, err)
 }

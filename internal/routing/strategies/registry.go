@@ -32,8 +32,9 @@ const DefaultFallback = v1alpha1.StrategyLeastRequest
 type Deps struct {
 	// Reserver reserves chosen endpoints. Required.
 	Reserver routing.Reserver
-	// Queuer counts queued requests; required when Limits.MaxQueued > 0.
-	Queuer routing.Queuer
+	// Admission is where the process's requests wait for capacity; required when
+	// Limits.MaxQueued > 0, and every router is built with it.
+	Admission *routing.Admission
 	// Pods looks up endpoints by key, so that stateful algorithms forget endpoints that
 	// left. Required for prefix-cache.
 	Pods prefixcache.PodLookup
@@ -57,6 +58,9 @@ type Limits struct {
 	// MaxQueued, with MaxInFlight, makes the router queue up to this many requests per
 	// model while every candidate is at the cap; 0 rejects them at once.
 	MaxQueued int
+	// MaxQueueWait bounds how long a queued request waits when its policy does not say
+	// (spec.queue.maxWait); 0 means until the client gives up.
+	MaxQueueWait time.Duration
 }
 
 // constructor builds the algorithm of one strategy for spec.
@@ -165,9 +169,14 @@ func (r *Registry) Router(spec *v1alpha1.RoutingPolicySpec, strategy v1alpha1.St
 		Fallback:    fallback,
 		StaleAfter:  r.deps.StaleAfter,
 		MaxInFlight: limits.MaxInFlight,
+		Admission:   r.deps.Admission,
 	}
 	if limits.MaxInFlight > 0 && limits.MaxQueued > 0 {
-		return routing.NewQueue(main, opts, r.deps.Queuer, routing.QueueOptions{MaxQueued: limits.MaxQueued}), nil
+		qopts := routing.QueueOptions{MaxQueued: limits.MaxQueued, MaxWait: limits.MaxQueueWait}
+		if spec.Queue != nil && spec.Queue.MaxWait != nil {
+			qopts.MaxWait = spec.Queue.MaxWait.Duration
+		}
+		return routing.NewQueue(main, opts, qopts), nil
 	}
 	return routing.NewRouter(main, opts), nil
 }

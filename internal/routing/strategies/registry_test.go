@@ -43,7 +43,7 @@ func specFor(strategy v1alpha1.Strategy) *v1alpha1.RoutingPolicySpec {
 func newRegistry(fleet *routingtest.Fleet) *strategies.Registry {
 	return strategies.NewRegistry(strategies.Deps{
 		Reserver:   cache.Tracker{},
-		Queuer:     cache.Tracker{},
+		Admission:  routing.NewAdmission(cache.Tracker{}),
 		Pods:       fleet.Cache.Reader,
 		StaleAfter: routingtest.StaleAfter,
 		Random:     routingtest.SeededRandom(1),
@@ -198,5 +198,44 @@ func TestRouterLimitsQueue(t *testing.T) {
 		t.Errorf("queued request after a release: %v", err)
 	} else {
 		next.Release(0)
+	}
+}
+
+// TestRouterQueueWaitComesFromThePolicy checks that a queued request is rejected after
+// the policy's spec.queue.maxWait, else after the gateway's Limits.MaxQueueWait.
+func TestRouterQueueWaitComesFromThePolicy(t *testing.T) {
+	short := &metav1.Duration{Duration: 10 * time.Millisecond}
+	for _, tt := range []struct {
+		name   string
+		policy *metav1.Duration
+		limit  time.Duration
+	}{
+		{"policy", short, time.Hour},
+		{"gateway default", nil, short.Duration},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", 1)
+			spec := specFor(v1alpha1.StrategyLeastRequest)
+			if tt.policy != nil {
+				spec.Queue = &v1alpha1.QueueConfig{MaxWait: tt.policy}
+			}
+			router, err := newRegistry(fleet).Router(spec, "", strategies.Limits{MaxInFlight: 1, MaxQueued: 1, MaxQueueWait: tt.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, queued := fleet.Context(routing.Request{}), fleet.Context(routing.Request{})
+			router.Route(first)
+			router.Route(queued)
+			select {
+			case <-queued.Settled():
+			case <-time.After(time.Minute): // a bound against hanging, not a timing assertion
+				t.Fatalf("queued request still waits after a minute, want it rejected after %v", short.Duration)
+			}
+			if _, err := queued.TryResult(); !errors.Is(err, routing.ErrQueueTimeout) {
+				t.Errorf("queued request: %v, want ErrQueueTimeout", err)
+			}
+			target, _ := first.TryResult()
+			target.Release(0)
+		})
 	}
 }
