@@ -144,6 +144,15 @@ var _ = Describe("RoutingPolicy validation", func() {
 		Entry("a negative max ejection percent is rejected", v1alpha1.RoutingPolicySpec{
 			Strategy: v1alpha1.StrategyRandom, OutlierDetection: &v1alpha1.OutlierDetectionConfig{MaxEjectionPercent: ptr.To[int32](-1)},
 		}, "spec.outlierDetection.maxEjectionPercent in body should be greater than or equal to 0"),
+		Entry("a queue wait within bounds is accepted", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, Queue: &v1alpha1.QueueConfig{MaxWait: &metav1.Duration{Duration: 5 * time.Second}},
+		}, ""),
+		Entry("a zero queue wait is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, Queue: &v1alpha1.QueueConfig{MaxWait: &metav1.Duration{}},
+		}, "spec.queue.maxWait must be between 1ms and 1h"),
+		Entry("a queue wait over an hour is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyRandom, Queue: &v1alpha1.QueueConfig{MaxWait: &metav1.Duration{Duration: 2 * time.Hour}},
+		}, "spec.queue.maxWait must be between 1ms and 1h"),
 	)
 
 	It("applies defaults and starts as Accepted=Unknown, reason Pending", func() {
