@@ -115,7 +115,7 @@ type ModelAdapterStatus struct {
 	// artifact, or recorded with none and whose engine does not report the new one as the
 	// adapter's root; a pod is recorded with the new artifact only once its engine lists
 	// the reloaded adapter. Deleting the ModelAdapter waits until the adapter is unloaded
-	// from every recorded pod that still exists.
+	// from every recorded pod that still exists and is not terminating.
 	// +optional
 	// +listType=map
 	// +listMapKey=pod
