@@ -108,6 +108,20 @@ type ModelAdapterStatus struct {
 	// +kubebuilder:validation:MaxItems=10000
 	Instances []string `json:"instances,omitempty"`
 
+	// Artifacts records the spec.artifactURL the adapter was loaded from on each pod that
+	// holds it: the Instances and, while their engines cannot be reached, pods that held it
+	// when last asked. When spec.artifactURL changes, the controller reloads the adapter
+	// (unloads it, then loads it from the new artifact) on every pod recorded with another
+	// artifact, or recorded with none and whose engine does not report the new one as the
+	// adapter's root; a pod is recorded with the new artifact only once its engine lists
+	// the reloaded adapter. Deleting the ModelAdapter waits until the adapter is unloaded
+	// from every recorded pod that still exists and is not terminating.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	// +kubebuilder:validation:MaxItems=10000
+	Artifacts []PodArtifact `json:"artifacts,omitempty"`
+
 	// DesiredReplicas is the number of pods the adapter should be loaded on.
 	// +optional
 	DesiredReplicas int32 `json:"desiredReplicas"`
@@ -122,6 +136,21 @@ type ModelAdapterStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PodArtifact is the artifact a ModelAdapter was loaded from on one pod.
+type PodArtifact struct {
+	// Pod is the pod's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+
+	// ArtifactURL is the spec.artifactURL the adapter was loaded from on the pod.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	ArtifactURL string `json:"artifactURL"`
 }
 
 // ModelAdapter is a LoRA adapter loaded onto the engine pods that serve its base model. Deleting

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,12 +59,17 @@ func newNamespace(t *testing.T, c *testenv.Cluster, prefix string) string {
 }
 
 // engine is an in-process engine simulator on a loopback address of its own, with the
-// admin requests a manager started by runManager sent it when it was counted.
+// admin requests a manager started by runManager sent it when it was counted. Its server
+// can stop and serve again on the same address, the engine keeping its adapters, as an
+// engine cut off from the network and back.
 type engine struct {
 	*enginesim.Engine
 	addr  string
 	loads atomic.Int64
 	lists atomic.Int64
+
+	mu  sync.Mutex
+	srv *http.Server
 }
 
 // nextHost hands out 127.0.0.x addresses, one per engine.
@@ -71,15 +78,58 @@ var nextHost atomic.Int32
 // startEngine serves an engine for model until the test ends.
 func startEngine(t *testing.T, model string, mutate func(*enginesim.Config)) *engine {
 	t.Helper()
+	return startEngineOn(t, "127.0.0."+strconv.Itoa(int(2+nextHost.Add(1)%250)), model, mutate)
+}
+
+// startEngineOn serves an engine for model on a free port of host until the test ends.
+func startEngineOn(t *testing.T, host, model string, mutate func(*enginesim.Config)) *engine {
+	t.Helper()
 	cfg := enginesim.DefaultConfig()
 	cfg.Model = model
 	cfg.LoRALoadTime = 0
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	host := "127.0.0." + strconv.Itoa(int(2+nextHost.Add(1)%250))
-	sim, addr := testenv.InProcessEngine(t, host, cfg)
-	return &engine{Engine: sim, addr: addr}
+	sim, err := enginesim.NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{Engine: sim}
+	e.addr = e.serve(t, net.JoinHostPort(host, "0"))
+	t.Cleanup(e.stop)
+	return e
+}
+
+// serve serves the engine on addr and returns the address it listens on.
+func (e *engine) serve(t *testing.T, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.Handler()}
+	go func() { _ = srv.Serve(ln) }()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.srv = srv
+	return ln.Addr().String()
+}
+
+// stop closes the engine's server and its connections: its address refuses connections
+// until restart.
+func (e *engine) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.srv != nil {
+		_ = e.srv.Close()
+		e.srv = nil
+	}
+}
+
+// restart serves the stopped engine on its address again.
+func (e *engine) restart(t *testing.T) {
+	t.Helper()
+	e.serve(t, e.addr)
 }
 
 // holds reports whether the engine lists adapter through its API.
@@ -116,6 +166,13 @@ func adapter(ns, name, base string, selector map[string]string, replicas *int32)
 // counted engines add to their loads and lists.
 func runManager(t *testing.T, c *testenv.Cluster, counted ...*engine) {
 	t.Helper()
+	runManagerWith(t, c, nil, counted...)
+}
+
+// runManagerWith is runManager with tune, if not nil, adjusting the Reconciler before it
+// is set up.
+func runManagerWith(t *testing.T, c *testenv.Cluster, tune func(*Reconciler), counted ...*engine) {
+	t.Helper()
 	c.RunManager(t, func(mgr ctrl.Manager) error {
 		view, err := cache.InitForManager(mgr)
 		if err != nil {
@@ -129,13 +186,17 @@ func runManager(t *testing.T, c *testenv.Cluster, counted ...*engine) {
 			rt.engines[e.addr] = e
 		}
 		r := &Reconciler{
-			Client:        mgr.GetClient(),
-			Pods:          view,
-			Engine:        engineclient.New(&http.Client{Transport: rt, Timeout: 10 * time.Second}),
+			Client: mgr.GetClient(),
+			Pods:   view,
+			// The Reconciler's per-call timeouts bound every request.
+			Engine:        engineclient.New(&http.Client{Transport: rt}),
 			ResyncPeriod:  300 * time.Millisecond,
 			MinRetryDelay: 50 * time.Millisecond,
 			MaxRetryDelay: 300 * time.Millisecond,
 			PodEventDelay: 100 * time.Millisecond,
+		}
+		if tune != nil {
+			tune(r)
 		}
 		return r.SetupWithManager(mgr)
 	})

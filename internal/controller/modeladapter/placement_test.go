@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/engineclient"
 )
 
@@ -63,12 +65,26 @@ func TestPlan(t *testing.T) {
 			target: 0, scheduler: v1alpha1.SchedulerLeastAdapters,
 			want: placement{drop: []string{"a"}},
 		},
+		{
+			name:   "stale copies are reloaded where they are",
+			cands:  []candidate{{name: "a", loaded: true, stale: true}, {name: "b", loaded: true}, {name: "c"}},
+			target: 3, scheduler: v1alpha1.SchedulerLeastAdapters,
+			want: placement{keep: []string{"b"}, reload: []string{"a"}, load: []string{"c"}},
+		},
+		{
+			name: "surplus dropped from stale copies first",
+			cands: []candidate{
+				{name: "a", adapters: 1, loaded: true, stale: true}, {name: "b", adapters: 4, loaded: true},
+			},
+			target: 1, scheduler: v1alpha1.SchedulerLeastAdapters,
+			want: placement{keep: []string{"b"}, drop: []string{"a"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := plan(tt.cands, tt.target, tt.scheduler, reverse)
-			if !slices.Equal(got.keep, tt.want.keep) || !slices.Equal(got.drop, tt.want.drop) ||
-				!slices.Equal(got.load, tt.want.load) {
+			if !slices.Equal(got.keep, tt.want.keep) || !slices.Equal(got.reload, tt.want.reload) ||
+				!slices.Equal(got.drop, tt.want.drop) || !slices.Equal(got.load, tt.want.load) {
 				t.Errorf("plan = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -86,7 +102,7 @@ func TestSetStatus(t *testing.T) {
 		ready           metav1.ConditionStatus
 		readyReason     string
 	}{
-		{"loaded", outcome{candidates: 2, want: 2, all: true, instances: []string{"a", "b"}},
+		{"loaded", outcome{candidates: 2, want: 2, all: true, instances: map[string]string{"a": "s3://x", "b": "s3://x"}},
 			metav1.ConditionTrue, v1alpha1.ModelAdapterReasonScheduled, metav1.ConditionTrue, v1alpha1.ModelAdapterReasonLoaded},
 		{"no candidates, all pods", outcome{all: true},
 			metav1.ConditionFalse, v1alpha1.ModelAdapterReasonNoCandidatePods, metav1.ConditionFalse, v1alpha1.ModelAdapterReasonNoCandidatePods},
@@ -100,7 +116,7 @@ func TestSetStatus(t *testing.T) {
 			metav1.ConditionTrue, v1alpha1.ModelAdapterReasonScheduled, metav1.ConditionFalse, v1alpha1.ModelAdapterReasonLoadFailed},
 		{"pending", outcome{candidates: 1, want: 1, pending: true},
 			metav1.ConditionTrue, v1alpha1.ModelAdapterReasonScheduled, metav1.ConditionFalse, v1alpha1.ModelAdapterReasonLoading},
-		{"fewer candidates than replicas", outcome{candidates: 1, want: 3, instances: []string{"a"}},
+		{"fewer candidates than replicas", outcome{candidates: 1, want: 3, instances: map[string]string{"a": "s3://x"}},
 			metav1.ConditionTrue, v1alpha1.ModelAdapterReasonScheduled, metav1.ConditionFalse, v1alpha1.ModelAdapterReasonNoCandidatePods},
 		{"invalid selector", outcome{selectorErr: errors.New("bad")},
 			metav1.ConditionFalse, v1alpha1.ModelAdapterReasonNoCandidatePods, metav1.ConditionFalse, v1alpha1.ModelAdapterReasonNoCandidatePods},
@@ -128,6 +144,59 @@ func TestSetStatus(t *testing.T) {
 			setStatus(&again, 7, "ns", "llama", tt.o)
 			if !equalStatus(st, again) {
 				t.Error("setStatus is not idempotent")
+			}
+		})
+	}
+}
+
+func TestSetStatusRecordsArtifacts(t *testing.T) {
+	var st v1alpha1.ModelAdapterStatus
+	setStatus(&st, 1, "ns", "llama", outcome{
+		candidates: 3, want: 3,
+		instances:   map[string]string{"b": "s3://new", "a": "s3://old", "d": ""},
+		unreachable: map[string]string{"c": "s3://old"},
+	})
+	if !slices.Equal(st.Instances, []string{"a", "b", "d"}) {
+		t.Errorf("instances = %v, want [a b d]", st.Instances)
+	}
+	want := []v1alpha1.PodArtifact{{Pod: "a", ArtifactURL: "s3://old"}, {Pod: "b", ArtifactURL: "s3://new"}, {Pod: "c", ArtifactURL: "s3://old"}}
+	if !slices.Equal(st.Artifacts, want) {
+		t.Errorf("artifacts = %v, want %v (an unknown artifact is not recorded, an unreachable pod's is kept)", st.Artifacts, want)
+	}
+}
+
+func TestSplitRecordedKeepsStatus(t *testing.T) {
+	status := v1alpha1.ModelAdapterStatus{
+		Instances: []string{"a", "b"},
+		Artifacts: []v1alpha1.PodArtifact{{Pod: "a", ArtifactURL: "s3://x"}, {Pod: "c", ArtifactURL: "s3://x"}},
+	}
+	instances, others := splitRecorded(&status, recordedArtifacts(&status))
+	again := *status.DeepCopy()
+	setStatus(&again, 1, "ns", "llama", outcome{instances: instances, unreachable: others})
+	if !slices.Equal(again.Instances, status.Instances) || !slices.Equal(again.Artifacts, status.Artifacts) {
+		t.Errorf("instances, artifacts = %v, %v; want %v, %v", again.Instances, again.Artifacts, status.Instances, status.Artifacts)
+	}
+}
+
+func TestCopyArtifact(t *testing.T) {
+	ma := &v1alpha1.ModelAdapter{ObjectMeta: metav1.ObjectMeta{Name: "sql"}, Spec: v1alpha1.ModelAdapterSpec{ArtifactURL: "s3://new"}}
+	state := func(root string) engineState {
+		return engineState{pod: &cache.Pod{Endpoint: endpoint.Endpoint{Key: endpoint.Key{Name: "p"}}},
+			cards: []engineclient.Model{{ID: "llama"}, {ID: "sql", Root: root}}}
+	}
+	tests := []struct {
+		name, root, recorded, want string
+	}{
+		{"engine reports the spec's artifact", "s3://new", "s3://old", "s3://new"},
+		{"recorded with the spec's artifact, engine rewrites the path", "/cache/sql", "s3://new", "s3://new"},
+		{"engine reports another artifact", "s3://old", "", "s3://old"},
+		{"engine reports no root", "", "s3://old", "s3://old"},
+		{"nothing known", "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := copyArtifact(ma, map[string]string{"p": tt.recorded}, state(tt.root)); got != tt.want {
+				t.Errorf("copyArtifact = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/engineclient"
 )
 
@@ -40,7 +42,8 @@ const (
 	// ControllerName names the controller, its logger and the events it records.
 	ControllerName = "modeladapter"
 	// Finalizer is set on every ModelAdapter the controller has seen; it is removed once
-	// the adapter is unloaded from every reachable engine.
+	// the adapter is unloaded from every reachable engine and from every pod status.artifacts
+	// records, unless that pod is gone or terminating.
 	Finalizer = "inference.switchboard.dev/unload"
 	// APIKeySecretKey is the key of the Secret named by spec.credentialsSecretRef whose
 	// value is sent to the engines as a bearer token.
@@ -54,6 +57,9 @@ const (
 	DefaultMaxRetryDelay = 30 * time.Second
 	DefaultPodEventDelay = time.Second
 	DefaultProbeTimeout  = 10 * time.Second
+	DefaultLoadTimeout   = engineclient.DefaultTimeout
+	// DefaultMaxConcurrentReconciles is how many ModelAdapters are reconciled at once.
+	DefaultMaxConcurrentReconciles = 4
 )
 
 // PodReader is the view of engine pods the controller places adapters on. *cache.Manager
@@ -76,7 +82,12 @@ var _ PodReader = (*cache.Manager)(nil)
 // A failed load is retried with backoff (MinRetryDelay doubling to MaxRetryDelay) and
 // reported as Ready=False with reason LoadFailed, MaxAdaptersReached or NoCandidatePods;
 // a converged adapter is re-checked every ResyncPeriod so that changes made on the engines
-// are noticed.
+// are noticed. A copy loaded from another artifact than spec.artifactURL is reloaded.
+//
+// Every engine call has its own timeout (ProbeTimeout, LoadTimeout) and up to
+// MaxConcurrentReconciles adapters are reconciled at once, so a hung engine delays only
+// the adapters placed on it. The controller never acts on a pod view that lags the
+// informer's Pods (see cache.PodsBehind): it waits until the view has caught up.
 //
 // Secrets are read with APIReader, uncached: RBAC grants get on every Secret of the
 // watched namespaces, because it cannot be narrowed to the names ModelAdapters reference,
@@ -100,9 +111,12 @@ type Reconciler struct {
 	// PodEventDelay is how long after a pod event the affected adapters are reconciled a
 	// second time, giving the pod view time to catch up with the event.
 	PodEventDelay time.Duration
-	// ProbeTimeout bounds listing one engine's models and unloading an adapter. Loads are
-	// bounded by the Engine's HTTP client only.
+	// ProbeTimeout bounds each listing of one engine's models and each unload.
 	ProbeTimeout time.Duration
+	// LoadTimeout bounds each load of the adapter onto one engine.
+	LoadTimeout time.Duration
+	// MaxConcurrentReconciles is how many ModelAdapters are reconciled at once.
+	MaxConcurrentReconciles int
 
 	// shuffle orders candidates for the random scheduler; tests replace it.
 	shuffle func([]candidate)
@@ -137,7 +151,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.ModelAdapter{}, builder.WithPredicates(adapterChanged)).
 		Watches(&corev1.Pod{}, r.podHandler(), builder.WithPredicates(cache.EnginePods)).
 		// The name is unique in a manager; tests run many managers in one process.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			SkipNameValidation:      ptr.To(true),
+		}).
 		Complete(r)
 }
 
@@ -162,6 +179,12 @@ func (r *Reconciler) defaults() {
 		}
 		if r.ProbeTimeout <= 0 {
 			r.ProbeTimeout = DefaultProbeTimeout
+		}
+		if r.LoadTimeout <= 0 {
+			r.LoadTimeout = DefaultLoadTimeout
+		}
+		if r.MaxConcurrentReconciles <= 0 {
+			r.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 		}
 		r.backoff = &retryBackoff{initial: r.MinRetryDelay, max: r.MaxRetryDelay}
 	})
@@ -239,8 +262,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// An unsynced pod view would look like a cluster without engines.
 		return reconcile.Result{RequeueAfter: r.MinRetryDelay}, nil
 	}
+	behind, err := r.podsBehind(ctx, ma)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if behind {
+		// Acting now could load onto, or unload from, a pod as it was rather than as it is.
+		log.FromContext(ctx).V(1).Info("pod view behind the informer; waiting")
+		return reconcile.Result{RequeueAfter: r.MinRetryDelay}, nil
+	}
 	if !ma.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.finalize(ctx, ma)
+		return r.finalize(ctx, ma)
 	}
 	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
 		patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -250,6 +282,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return r.converge(ctx, ma)
+}
+
+// podsBehind reports whether the pod view lags the informer's Pods that serve ma's base
+// model in its namespace.
+func (r *Reconciler) podsBehind(ctx context.Context, ma *v1alpha1.ModelAdapter) (bool, error) {
+	var listed corev1.PodList
+	if err := r.Client.List(ctx, &listed, client.InNamespace(ma.Namespace),
+		client.MatchingLabels{v1alpha1.LabelModel: ma.Spec.BaseModel}); err != nil {
+		return false, fmt.Errorf("list pods: %w", err)
+	}
+	known := map[endpoint.Key]*cache.Pod{}
+	for _, p := range r.basePods(ma) {
+		known[p.Key] = p
+	}
+	return cache.PodsBehind(listed.Items, known), nil
 }
 
 // engineURL returns the base URL of a pod's engine admin API.
@@ -277,13 +324,25 @@ func (r *Reconciler) apiKey(ctx context.Context, ma *v1alpha1.ModelAdapter) (str
 
 // engineState is what one engine reported.
 type engineState struct {
-	pod    *cache.Pod
-	models []string
-	err    error
+	pod   *cache.Pod
+	cards []engineclient.Model
+	err   error
+}
+
+// card returns the engine's model card of name, if the engine listed it.
+func (s engineState) card(name string) (engineclient.Model, bool) {
+	i := slices.IndexFunc(s.cards, func(m engineclient.Model) bool { return m.ID == name })
+	if s.err != nil || i < 0 {
+		return engineclient.Model{}, false
+	}
+	return s.cards[i], true
 }
 
 // holds reports whether the engine listed the adapter name.
-func (s engineState) holds(name string) bool { return s.err == nil && slices.Contains(s.models, name) }
+func (s engineState) holds(name string) bool {
+	_, ok := s.card(name)
+	return ok
+}
 
 // probe lists the models of every pod's engine concurrently.
 func (r *Reconciler) probe(ctx context.Context, pods []*cache.Pod, key string) map[string]engineState {
@@ -292,9 +351,9 @@ func (r *Reconciler) probe(ctx context.Context, pods []*cache.Pod, key string) m
 	var wg sync.WaitGroup
 	for _, p := range pods {
 		wg.Go(func() {
-			models, err := r.models(ctx, p, key)
+			cards, err := r.models(ctx, p, key)
 			mu.Lock()
-			states[p.Key.Name] = engineState{pod: p, models: models, err: err}
+			states[p.Key.Name] = engineState{pod: p, cards: cards, err: err}
 			mu.Unlock()
 		})
 	}
@@ -303,10 +362,22 @@ func (r *Reconciler) probe(ctx context.Context, pods []*cache.Pod, key string) m
 }
 
 // models lists one engine's models within ProbeTimeout.
-func (r *Reconciler) models(ctx context.Context, p *cache.Pod, key string) ([]string, error) {
+func (r *Reconciler) models(ctx context.Context, p *cache.Pod, key string) ([]engineclient.Model, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
 	defer cancel()
-	return r.Engine.Models(ctx, engineURL(p), key)
+	return r.Engine.ModelCards(ctx, engineURL(p), key)
+}
+
+// load loads the adapter onto one engine within LoadTimeout; an engine that already
+// holds it counts as success.
+func (r *Reconciler) load(ctx context.Context, p *cache.Pod, key string, ma *v1alpha1.ModelAdapter) error {
+	ctx, cancel := context.WithTimeout(ctx, r.LoadTimeout)
+	defer cancel()
+	err := r.Engine.LoadAdapter(ctx, engineURL(p), key, ma.Name, ma.Spec.ArtifactURL)
+	if errors.Is(err, engineclient.ErrAlreadyLoaded) {
+		return nil
+	}
+	return err
 }
 
 // unload unloads the adapter from one engine within ProbeTimeout; an engine that does not
@@ -334,11 +405,13 @@ func (r *Reconciler) basePods(ma *v1alpha1.ModelAdapter) []*cache.Pod {
 }
 
 // finalize unloads the adapter from every reachable engine serving its base model, then
-// removes the finalizer. An engine that cannot be reached is skipped: it serves nothing.
-// An engine that refuses the unload, or the API key, keeps the finalizer and is retried.
-func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) error {
+// removes the finalizer. An unreachable engine is skipped unless status.artifacts records
+// its pod, which is not terminating: the engine may still hold the adapter, so the
+// finalizer stays and the unload is retried until the engine answers or the pod goes. An
+// engine that refuses the unload, or the API key, keeps the finalizer and is retried.
+func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx)
 	key, err := r.apiKey(ctx, ma)
@@ -352,11 +425,16 @@ func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) er
 			pods = append(pods, p)
 		}
 	}
+	recorded := recordedArtifacts(&ma.Status)
 	var errs []error
+	var waiting []string
 	for name, s := range r.probe(ctx, pods, key) {
+		_, held := recorded[name]
 		switch {
 		case errors.Is(s.err, engineclient.ErrUnauthorized):
 			errs = append(errs, fmt.Errorf("pod %s: %w", name, s.err))
+		case s.err != nil && held && !s.pod.Terminating:
+			waiting = append(waiting, name)
 		case s.err != nil:
 			logger.Info("skipping unreachable engine", "pod", name, "error", s.err.Error())
 		case s.holds(ma.Name):
@@ -369,15 +447,21 @@ func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) er
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.event(ma, corev1.EventTypeWarning, "UnloadFailed", "Unload", "%v", err)
-		return fmt.Errorf("unload adapter before deletion: %w", err)
+		return reconcile.Result{}, fmt.Errorf("unload adapter before deletion: %w", err)
+	}
+	if len(waiting) > 0 {
+		slices.Sort(waiting)
+		r.event(ma, corev1.EventTypeWarning, "UnloadPending", "Unload",
+			"Waiting for the engines of pods %s to answer to unload the adapter", strings.Join(waiting, ", "))
+		return reconcile.Result{RequeueAfter: r.backoff.next(client.ObjectKeyFromObject(ma))}, nil
 	}
 	patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(ma, Finalizer)
 	if err := r.Client.Patch(ctx, ma, patch); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
 	}
 	r.backoff.forget(client.ObjectKeyFromObject(ma))
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // event records an event on ma when a recorder is set.
@@ -395,9 +479,13 @@ type outcome struct {
 	want int32
 	// all reports that spec.replicas is unset: every candidate pod is desired.
 	all bool
-	// instances are the pods whose engine confirmed the adapter, sorted.
-	instances []string
-	// failures are the failed probes and loads on candidate pods.
+	// instances are the pods whose engine confirmed the adapter, each with the artifact
+	// of its copy ("" when unknown).
+	instances map[string]string
+	// unreachable are the recorded pods whose engine could not be asked, with their
+	// recorded artifact: they may still hold the adapter.
+	unreachable map[string]string
+	// failures are the failed probes, loads and reloads on candidate pods.
 	failures []error
 	// pending reports loads the engine accepted but does not list yet.
 	pending bool
@@ -424,30 +512,32 @@ func (r *Reconciler) converge(ctx context.Context, ma *v1alpha1.ModelAdapter) (r
 	return reconcile.Result{RequeueAfter: r.ResyncPeriod}, nil
 }
 
-// place probes the engines, loads and unloads the adapter, and reports the outcome.
+// place probes the engines, loads, reloads and unloads the adapter, and reports the
+// outcome.
 func (r *Reconciler) place(ctx context.Context, ma *v1alpha1.ModelAdapter) outcome {
-	logger := log.FromContext(ctx)
+	recorded := recordedArtifacts(&ma.Status)
 	var o outcome
 	selector, err := metav1.LabelSelectorAsSelector(ma.Spec.PodSelector)
 	if err != nil {
 		o.selectorErr = fmt.Errorf("invalid spec.podSelector: %w", err)
-		o.instances = ma.Status.Instances
+		o.instances, o.unreachable = splitRecorded(&ma.Status, recorded)
 		return o
 	}
 	key, err := r.apiKey(ctx, ma)
 	if err != nil {
 		o.keyErr = err
-		o.instances = ma.Status.Instances
+		o.instances, o.unreachable = splitRecorded(&ma.Status, recorded)
 	}
 
-	// Candidates are routable pods matching the selector; previous instances that no
-	// longer are candidates but still run are probed too, so their copy is unloaded.
+	// Candidates are routable pods matching the selector; recorded pods that no longer
+	// are candidates but still run are probed too, so their copy is unloaded.
 	var cands, others []*cache.Pod
 	for _, p := range r.basePods(ma) {
+		_, held := recorded[p.Key.Name]
 		switch {
 		case p.Routable() && selector.Matches(labels.Set(p.Labels)):
 			cands = append(cands, p)
-		case p.Address != "" && !p.Terminating && slices.Contains(ma.Status.Instances, p.Key.Name):
+		case p.Address != "" && !p.Terminating && held:
 			others = append(others, p)
 		}
 	}
@@ -462,6 +552,12 @@ func (r *Reconciler) place(ctx context.Context, ma *v1alpha1.ModelAdapter) outco
 	target := min(int(o.want), len(cands))
 
 	states := r.probe(ctx, append(slices.Clone(cands), others...), key)
+	o.instances, o.unreachable = map[string]string{}, map[string]string{}
+	for name, s := range states {
+		if url, held := recorded[name]; held && s.err != nil {
+			o.unreachable[name] = url
+		}
+	}
 	var reachable []candidate
 	for _, p := range cands {
 		s := states[p.Key.Name]
@@ -471,12 +567,15 @@ func (r *Reconciler) place(ctx context.Context, ma *v1alpha1.ModelAdapter) outco
 		}
 		reachable = append(reachable, candidate{
 			name:     p.Key.Name,
-			adapters: max(len(s.models)-1, 0), // every model but the base one is an adapter
+			adapters: max(len(s.cards)-1, 0), // every model but the base one is an adapter
 			loaded:   s.holds(ma.Name),
+			stale:    s.holds(ma.Name) && copyArtifact(ma, recorded, s) != ma.Spec.ArtifactURL,
 		})
 	}
 	pl := plan(reachable, target, schedulerOf(ma), r.shuffle)
-	instances := slices.Clone(pl.keep)
+	for _, name := range pl.keep {
+		o.instances[name] = ma.Spec.ArtifactURL
+	}
 
 	// Unload surplus copies and copies on pods that are no longer candidates.
 	drop := slices.Clone(pl.drop)
@@ -486,43 +585,67 @@ func (r *Reconciler) place(ctx context.Context, ma *v1alpha1.ModelAdapter) outco
 		}
 	}
 	for _, name := range drop {
-		s := states[name]
-		if err := r.unload(ctx, s.pod, key, ma.Name); err != nil {
+		if err := r.unloadCopy(ctx, ma, key, states[name]); err != nil {
 			// Still loaded, so still served there: the engine's state wins.
-			logger.Error(err, "unload surplus adapter", "pod", name)
-			instances = append(instances, name)
-			continue
+			log.FromContext(ctx).Error(err, "unload surplus adapter", "pod", name)
+			o.instances[name] = copyArtifact(ma, recorded, states[name])
 		}
-		logger.Info("unloaded adapter", "pod", name)
-		r.event(ma, corev1.EventTypeNormal, "Unloaded", "Unload", "Unloaded from pod %s", name)
 	}
 
-	// Load onto the preferred free pods until the target is met or none is left.
-	need := target - len(pl.keep)
+	// Reload stale copies where they are, then load onto the preferred free pods until
+	// the target is met or none is left.
+	var reload []string
+	for _, name := range pl.reload {
+		if err := r.unloadCopy(ctx, ma, key, states[name]); err != nil {
+			o.failures = append(o.failures, fmt.Errorf("pod %s: reload: %w", name, err))
+			o.instances[name] = copyArtifact(ma, recorded, states[name])
+			continue
+		}
+		reload = append(reload, name)
+	}
+	r.loadOnto(ctx, ma, key, reload, states, &o)
+	need := target - len(pl.keep) - len(pl.reload)
 	queue := pl.load
 	for need > 0 && len(queue) > 0 {
 		batch := queue[:min(need, len(queue))]
 		queue = queue[len(batch):]
-		for _, res := range r.loadAll(ctx, ma, key, batch, states) {
-			switch {
-			case res.err != nil:
-				o.failures = append(o.failures, fmt.Errorf("pod %s: %w", res.pod, res.err))
-				r.event(ma, corev1.EventTypeWarning, reasonOf(res.err), "Load", "Loading on pod %s failed: %v", res.pod, res.err)
-			case res.confirmed:
-				instances = append(instances, res.pod)
-				need--
-				r.event(ma, corev1.EventTypeNormal, v1alpha1.ModelAdapterReasonLoaded, "Load", "Loaded on pod %s", res.pod)
-			default:
-				// Accepted but not listed yet (an engine still loading it): check again soon
-				// rather than loading a second copy elsewhere.
-				o.pending = true
-				need--
-			}
+		need -= r.loadOnto(ctx, ma, key, batch, states, &o)
+	}
+	return o
+}
+
+// unloadCopy unloads the adapter from the engine of s and records the event.
+func (r *Reconciler) unloadCopy(ctx context.Context, ma *v1alpha1.ModelAdapter, key string, s engineState) error {
+	if err := r.unload(ctx, s.pod, key, ma.Name); err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("unloaded adapter", "pod", s.pod.Key.Name)
+	r.event(ma, corev1.EventTypeNormal, "Unloaded", "Unload", "Unloaded from pod %s", s.pod.Key.Name)
+	return nil
+}
+
+// loadOnto loads the adapter onto the named pods, adds the outcome to o and returns how
+// many pods took it: confirmed, or accepted and not listed yet.
+func (r *Reconciler) loadOnto(ctx context.Context, ma *v1alpha1.ModelAdapter, key string, pods []string, states map[string]engineState, o *outcome) int {
+	took := 0
+	for _, res := range r.loadAll(ctx, ma, key, pods, states) {
+		switch {
+		case res.err != nil:
+			o.failures = append(o.failures, fmt.Errorf("pod %s: %w", res.pod, res.err))
+			r.event(ma, corev1.EventTypeWarning, reasonOf(res.err), "Load", "Loading on pod %s failed: %v", res.pod, res.err)
+		case res.confirmed:
+			o.instances[res.pod] = ma.Spec.ArtifactURL
+			took++
+			r.event(ma, corev1.EventTypeNormal, v1alpha1.ModelAdapterReasonLoaded, "Load",
+				"Loaded on pod %s from %s", res.pod, ma.Spec.ArtifactURL)
+		default:
+			// Accepted but not listed yet (an engine still loading it): check again soon
+			// rather than loading a second copy elsewhere.
+			o.pending = true
+			took++
 		}
 	}
-	slices.Sort(instances)
-	o.instances = slices.Compact(instances)
-	return o
+	return took
 }
 
 // loadResult is the outcome of loading onto one pod.
@@ -541,13 +664,10 @@ func (r *Reconciler) loadAll(ctx context.Context, ma *v1alpha1.ModelAdapter, key
 		p := states[name].pod
 		wg.Go(func() {
 			res := loadResult{pod: name}
-			err := r.Engine.LoadAdapter(ctx, engineURL(p), key, ma.Name, ma.Spec.ArtifactURL)
-			if err != nil && !errors.Is(err, engineclient.ErrAlreadyLoaded) {
+			if res.err = r.load(ctx, p, key, ma); res.err == nil {
+				cards, err := r.models(ctx, p, key)
 				res.err = err
-			} else {
-				models, err := r.models(ctx, p, key)
-				res.err = err
-				res.confirmed = err == nil && slices.Contains(models, ma.Name)
+				res.confirmed = engineState{pod: p, cards: cards, err: err}.holds(ma.Name)
 			}
 			log.FromContext(ctx).V(1).Info("load adapter", "pod", name, "confirmed", res.confirmed, "error", res.err)
 			results[i] = res

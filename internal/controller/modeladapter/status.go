@@ -3,6 +3,7 @@ package modeladapter
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,10 +18,11 @@ import (
 // status: instances, replica counts, and the Scheduled and Ready conditions.
 func setStatus(status *v1alpha1.ModelAdapterStatus, gen int64, namespace, baseModel string, o outcome) {
 	status.ObservedGeneration = gen
-	status.Instances = slices.Clone(o.instances)
-	if len(status.Instances) == 0 {
-		status.Instances = nil
+	status.Instances = nil
+	if len(o.instances) > 0 {
+		status.Instances = slices.Sorted(maps.Keys(o.instances))
 	}
+	status.Artifacts = podArtifacts(mergeArtifacts(o.unreachable, o.instances))
 	status.DesiredReplicas = o.want
 	status.ReadyReplicas = int32(len(status.Instances))
 

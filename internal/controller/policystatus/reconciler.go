@@ -220,7 +220,7 @@ func (r *Reconciler) observe(ctx context.Context, rp *v1alpha1.RoutingPolicy) (o
 		}
 		listed = append(listed, pods.Items...)
 	}
-	obs.cacheBehind = cacheBehind(listed, known)
+	obs.cacheBehind = cache.PodsBehind(listed, known)
 	return obs, nil
 }
 
@@ -300,35 +300,6 @@ func selectedByAny(selectors []map[string]string, labels map[string]string) bool
 		}
 	}
 	return false
-}
-
-// cacheBehind reports whether the metadata cache's pods of some namespaces (known) differ
-// from the engine Pods the informer lists in the same namespaces (pods) in anything
-// readyEndpoints depends on.
-// Both are fed by the same watch, but by different controllers, so a Pod event can reach
-// this reconciler before the cache has applied it.
-func cacheBehind(pods []corev1.Pod, known map[endpoint.Key]*cache.Pod) bool {
-	listed := 0
-	for i := range pods {
-		ep, isEngine, err := cache.EndpointFromPod(&pods[i])
-		p, ok := known[endpoint.Key{Namespace: pods[i].Namespace, Name: pods[i].Name}]
-		if err != nil || !isEngine {
-			// The cache drops Pods that are not valid engine Pods.
-			if ok {
-				return true
-			}
-			continue
-		}
-		if !ok {
-			return true
-		}
-		listed++
-		if p.Address != ep.Address || p.Ready != ep.Ready || p.Terminating != ep.Terminating ||
-			!maps.Equal(p.Labels, ep.Labels) {
-			return true
-		}
-	}
-	return listed != len(known)
 }
 
 // policiesOfRoute maps an HTTPRoute to the RoutingPolicies its rules name.
