@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
@@ -52,6 +53,7 @@ func main() {
 	flag.DurationVar(&gw.UpstreamIdleTimeout, "upstream-idle-timeout", 5*time.Minute, "Longest wait for more of a response body once its headers are relayed; a stalled engine is cut off beyond it.")
 	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
+	flag.Int64Var(&gw.PrefixIndexMemoryBytes, "prefix-index-memory-bytes", prefixcache.DefaultMemoryBytes, "Memory of every prefix-cache routing index together, whatever the policies' maxBlocksPerEndpoint (about 64 bytes per block); beyond it the least recently learnt blocks are forgotten.")
 	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")
 	flag.DurationVar(&scrape.Timeout, "metrics-scrape-timeout", time.Second, "Timeout of one engine metrics scrape.")
 	flag.IntVar(&scrape.MaxConcurrent, "metrics-scrape-max-concurrent", cache.DefaultScrapeMaxConcurrent, "Engines scraped (or listed) at once.")
