@@ -52,21 +52,26 @@ type Scorer struct {
 // PrefixCacheConfig tunes the prefix-cache strategy.
 type PrefixCacheConfig struct {
 	// BlockSize is the number of tokens hashed together as one prefix block. Smaller blocks
-	// match shorter shared prefixes at the cost of a larger index. Defaults to 16.
+	// match shorter shared prefixes at the cost of a larger index and more hashing; at
+	// least 4 tokens (16 bytes of prompt text), a prompt's hashes take at most half its
+	// size. Defaults to 16.
 	// +optional
 	// +kubebuilder:default=16
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=4
 	// +kubebuilder:validation:Maximum=1024
 	BlockSize *int32 `json:"blockSize,omitempty"`
 
 	// MaxBlocksPerEndpoint bounds the prefix index kept for each endpoint; the least recently
 	// used blocks are forgotten first. The index holds no more than the engine's own KV
-	// cache either, where the engine reports its size (vllm:cache_config_info). Defaults
-	// to 65536.
+	// cache either, where the engine reports its size (vllm:cache_config_info). Each block
+	// takes about 64 bytes of the gateway's memory, so the most, 4194304, is 256 MiB per
+	// endpoint; the gateway also bounds all its indexes together
+	// (--prefix-index-memory-bytes), forgetting the least recently learnt blocks beyond.
+	// Defaults to 65536.
 	// +optional
 	// +kubebuilder:default=65536
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=16777216
+	// +kubebuilder:validation:Maximum=4194304
 	MaxBlocksPerEndpoint *int32 `json:"maxBlocksPerEndpoint,omitempty"`
 
 	// MinMatchRatio is the fraction of the prompt's blocks, written as a decimal string in

@@ -95,9 +95,21 @@ var _ = Describe("RoutingPolicy validation", func() {
 		Entry("a weighted fallback is rejected", v1alpha1.RoutingPolicySpec{
 			Strategy: v1alpha1.StrategyRandom, Fallback: ptr.To(v1alpha1.StrategyWeighted),
 		}, "spec.fallback must not be weighted"),
-		Entry("a zero block size is rejected", v1alpha1.RoutingPolicySpec{
-			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{BlockSize: ptr.To[int32](0)},
-		}, "spec.prefixCache.blockSize in body should be greater than or equal to 1"),
+		Entry("a block size below 4 tokens is rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{BlockSize: ptr.To[int32](1)},
+		}, "spec.prefixCache.blockSize in body should be greater than or equal to 4"),
+		Entry("the smallest block size is accepted", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{BlockSize: ptr.To[int32](4)},
+		}, ""),
+		Entry("more blocks per endpoint than 256 MiB of index hold are rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{MaxBlocksPerEndpoint: ptr.To[int32](16777216)},
+		}, "spec.prefixCache.maxBlocksPerEndpoint in body should be less than or equal to 4194304"),
+		Entry("the most blocks per endpoint are accepted", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{MaxBlocksPerEndpoint: ptr.To[int32](4194304)},
+		}, ""),
+		Entry("zero blocks per endpoint are rejected", v1alpha1.RoutingPolicySpec{
+			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{MaxBlocksPerEndpoint: ptr.To[int32](0)},
+		}, "spec.prefixCache.maxBlocksPerEndpoint in body should be greater than or equal to 1"),
 		Entry("an oversized block size is rejected", v1alpha1.RoutingPolicySpec{
 			Strategy: v1alpha1.StrategyPrefixCache, PrefixCache: &v1alpha1.PrefixCacheConfig{BlockSize: ptr.To[int32](4096)},
 		}, "spec.prefixCache.blockSize in body should be less than or equal to 1024"),

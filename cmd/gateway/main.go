@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
@@ -53,6 +54,7 @@ func main() {
 	flag.Int64Var(&gw.Limits.MaxInFlight, "max-in-flight-per-endpoint", 0, "Requests in flight per endpoint beyond which requests queue; 0 means no cap.")
 	flag.IntVar(&gw.Limits.MaxQueued, "max-queued-per-model", 1000, "Requests queued per model when every endpoint is at its cap; beyond it, 429.")
 	flag.DurationVar(&gw.Limits.MaxQueueWait, "max-queue-wait", 30*time.Second, "Longest a queued request waits for an endpoint below its cap when its RoutingPolicy's spec.queue.maxWait does not say; beyond it, 503 with Retry-After. 0 means until the client gives up.")
+	flag.Int64Var(&gw.PrefixIndexMemoryBytes, "prefix-index-memory-bytes", prefixcache.DefaultMemoryBytes, "Memory of every prefix-cache routing index together, whatever the policies' maxBlocksPerEndpoint (about 64 bytes per block); beyond it the least recently learnt blocks are forgotten.")
 	flag.DurationVar(&scrape.Interval, "metrics-scrape-interval", 100*time.Millisecond, "Interval between two scrapes of an engine's /metrics.")
 	flag.DurationVar(&scrape.Timeout, "metrics-scrape-timeout", time.Second, "Timeout of one engine metrics scrape.")
 	flag.IntVar(&scrape.MaxConcurrent, "metrics-scrape-max-concurrent", cache.DefaultScrapeMaxConcurrent, "Engines scraped (or listed) at once.")

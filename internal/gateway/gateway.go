@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
 
@@ -55,6 +56,10 @@ type Options struct {
 	// Limits bound the requests in flight per endpoint, queued per model and how long
 	// they wait.
 	Limits strategies.Limits
+	// PrefixIndexMemoryBytes bounds the memory of every prefix-cache router's index
+	// together, whatever the policies' maxBlocksPerEndpoint; beyond it the least recently
+	// learnt blocks are forgotten. Default prefixcache.DefaultMemoryBytes (256 MiB).
+	PrefixIndexMemoryBytes int64
 	// Random breaks routing ties and draws weighted backends; nil means
 	// routing.DefaultRandom.
 	Random routing.Random
@@ -77,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Random == nil {
 		o.Random = routing.DefaultRandom
+	}
+	if o.PrefixIndexMemoryBytes <= 0 {
+		o.PrefixIndexMemoryBytes = prefixcache.DefaultMemoryBytes
 	}
 	return o
 }
@@ -147,6 +155,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		Random:             opts.Random,
 		ObservePrefixMatch: g.metrics.prefix.Observe,
 		ObservePrefixTrim:  func(blocks int) { g.metrics.prefixTrimmed.Add(float64(blocks)) },
+		PrefixBudget:       prefixcache.NewBudget(opts.PrefixIndexMemoryBytes),
 	})
 	leastRequest, err := g.registry.Picker(v1alpha1.StrategyLeastRequest, &v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest})
 	if err != nil {

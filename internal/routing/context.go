@@ -49,7 +49,9 @@ var (
 // Settled returns is made on first demand, under mu, and closed by the settling call, so
 // that a decision settled synchronously makes none. Wait and Settled may be used by any
 // number of goroutines. Request, Model, Candidates, Cells and Now are set at
-// construction and never written again.
+// construction and never written again. The cached prompt hashes belong to the routing
+// decision, which uses the context from one goroutine at a time (the queue hands a
+// waiting context over under its lock).
 type RoutingContext struct {
 	context.Context
 	Request
@@ -73,6 +75,10 @@ type RoutingContext struct {
 	err     error
 	// slot is the Target the router resolves with, so that a decision allocates none.
 	slot Target
+	// hashes are the prompt's hashes cached under hashKey, when hashed is set.
+	hashes  []uint64
+	hashKey uint64
+	hashed  bool
 }
 
 // NewRoutingContext returns an unsettled context for req on model, with candidates.
@@ -93,6 +99,26 @@ func (rc *RoutingContext) Init(ctx context.Context, req Request, model *cache.Mo
 	rc.state.Store(0)
 	rc.settled, rc.target, rc.err = nil, nil, nil
 	rc.slot = Target{}
+	rc.hashes, rc.hashed = rc.hashes[:0], false
+}
+
+// PromptHashes returns the hashes of the request's prompt that SetPromptHashes cached
+// under key, and true. Otherwise it returns false and an empty slice, with the capacity
+// of any hashes cached before, to append the hashes to. With it, every attempt of a
+// decision, and the learning that follows, hash the prompt once. The key names how the
+// hashes were computed, such as a block size; the caller MUST NOT modify cached hashes.
+func (rc *RoutingContext) PromptHashes(key uint64) ([]uint64, bool) {
+	if rc.hashed && rc.hashKey == key {
+		return rc.hashes, true
+	}
+	return rc.hashes[:0], false
+}
+
+// SetPromptHashes caches hashes, of the request's prompt, under key, replacing what was
+// cached: the slice PromptHashes returned for another key is then no longer valid. The
+// context keeps hashes until it is initialised again.
+func (rc *RoutingContext) SetPromptHashes(key uint64, hashes []uint64) {
+	rc.hashes, rc.hashKey, rc.hashed = hashes, key, true
 }
 
 // Resolve settles the context with t. It reports false if the context was already

@@ -150,3 +150,24 @@ func TestTargetReleaseIdempotent(t *testing.T) {
 		t.Errorf("after 16 releases: in flight %d, tokens out %d; want 0 and 5", n, out)
 	}
 }
+
+// TestRoutingContextCachesPromptHashes checks that hashes cached under a key are returned
+// for that key only, and that Init forgets them while keeping their memory to append to.
+func TestRoutingContextCachesPromptHashes(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	rc := fleet.Context(routing.Request{Prompt: "p"})
+	if got, ok := rc.PromptHashes(16); ok || len(got) != 0 {
+		t.Fatalf("fresh context: PromptHashes = %v, %v; want nothing cached", got, ok)
+	}
+	rc.SetPromptHashes(16, []uint64{1, 2, 3})
+	if got, ok := rc.PromptHashes(16); !ok || len(got) != 3 || got[2] != 3 {
+		t.Errorf("PromptHashes(16) = %v, %v; want the cached [1 2 3]", got, ok)
+	}
+	if got, ok := rc.PromptHashes(32); ok || len(got) != 0 {
+		t.Errorf("PromptHashes(32) = %v, %v; want nothing cached under another key", got, ok)
+	}
+	fleet.InitContext(rc, routing.Request{Prompt: "q"})
+	if got, ok := rc.PromptHashes(16); ok || len(got) != 0 || cap(got) < 3 {
+		t.Errorf("after Init: PromptHashes(16) = %v (cap %d), %v; want nothing cached, the memory kept", got, cap(got), ok)
+	}
+}

@@ -48,7 +48,7 @@ func BenchmarkBlockHashes(b *testing.B) {
 func BenchmarkPrefixIndex(b *testing.B) {
 	const endpoints, bound = 100, 8192
 	keys := make([]endpoint.Key, endpoints)
-	ix := prefixcache.NewIndex(bound)
+	ix := prefixcache.NewIndex(bound, nil)
 	next := uint64(1)
 	fresh := func(hashes []uint64) {
 		for i := range hashes {
@@ -154,7 +154,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		ix := prefixcache.NewIndex(prefixcache.DefaultMaxBlocksPerEndpoint)
+		ix := prefixcache.NewIndex(prefixcache.DefaultMaxBlocksPerEndpoint, nil)
 		next := uint64(1)
 		for e := range endpoints {
 			for range prefixcache.DefaultMaxBlocksPerEndpoint / chunk {
@@ -173,4 +173,28 @@ func BenchmarkIndexMemory(b *testing.B) {
 		perBlock = float64(after.HeapAlloc-before.HeapAlloc) / float64(blocks)
 	}
 	b.ReportMetric(perBlock, "bytes/block")
+}
+
+// BenchmarkRoute measures one whole decision of a prefix-cache router, from the request's
+// RoutingContext to its learnt and released target, on 10 endpoints that each hold a
+// distinct prompt, for prompts of growing size: the prompt's hashing is a share of it
+// that grows with the prompt.
+func BenchmarkRoute(b *testing.B) {
+	fleet := routingtest.NewFleet("llama", 10)
+	for _, size := range promptSizes {
+		r := prefixcache.New(prefixcache.Config{Pods: fleet.Cache}, routingtest.SeededRandom(1))
+		router := routing.NewRouter(r, routingtest.Options())
+		for i := range 10 {
+			r.Learn(fleet.Context(routing.Request{Prompt: benchPrompt(i, size.bytes)}), fleet.Pod(i))
+		}
+		req := routing.Request{Prompt: benchPrompt(3, size.bytes), PromptTokens: int64(size.bytes / 4)}
+		b.Run("prompt="+size.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var rc routing.RoutingContext
+			for b.Loop() {
+				fleet.InitContext(&rc, req)
+				routingtest.Route(b, router, &rc).Release(1)
+			}
+		})
+	}
 }

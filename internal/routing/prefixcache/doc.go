@@ -9,6 +9,14 @@
 // blocks count. Blocks are identified by chained xxhash hashes seeded with the model
 // name (BlockHashes), so equal hashes mean equal prefixes of the same model. An Index
 // remembers, per endpoint, a bounded LRU set of the block hashes routed to it (Learn).
+// A request's prompt is hashed once, on its first decision, and the hashes cached on its
+// RoutingContext for every retried decision and Learn; only the leading
+// MaxBlocksPerEndpoint blocks are hashed, as no endpoint holds more of one prompt.
+//
+// The indexes of a gateway share a Budget of memory, accounted at BytesPerBlock per
+// block: whatever the policies' bounds, a learner that takes the total beyond it evicts,
+// before returning, the least recently used blocks of the endpoints learnt into least
+// recently, across every index.
 //
 // The index follows what the engine really holds:
 //   - its bound per endpoint is the engine's KV cache (vllm:cache_config_info

@@ -3,6 +3,7 @@ package prefixcache
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -21,16 +22,21 @@ import (
 // those endpoints can hold any leading block of a prompt, so a decision asks Match of
 // them alone rather than of every candidate.
 //
+// The index's memory is accounted to a Budget, which it may share with other indexes:
+// an Add that takes the budget's total beyond its bound evicts blocks, of this index or
+// of another, before returning (see Budget).
+//
 // Synchronisation model: the endpoint table is a sync.Map, whose lookups take no lock;
 // entries are added by the first Add for an endpoint and removed by Forget. Each
-// endpoint's set has its own RWMutex: Add and Trim hold it for writing, Match and Ticks
-// for reading while they scan one prompt's hashes. No lock is held across endpoints, so
-// scoring many endpoints never blocks on a global lock, and Adds to different endpoints
-// never contend. The holders of first blocks are sharded by hash, each shard under its
+// endpoint's set has its own RWMutex: Add, Trim and a budget's eviction hold it for
+// writing, Match and Ticks for reading while they scan one prompt's hashes. No lock is
+// held across endpoints, so scoring many endpoints never blocks on a global lock, and
+// Adds to different endpoints never contend. The holders of first blocks are sharded by hash, each shard under its
 // own RWMutex, taken only while its set's lock is held (writers) or alone (Holders); a
 // holder is recorded when its set gains the first block and dropped when it loses it.
 type Index struct {
 	maxBlocks int
+	ledger    *ledger
 	endpoints sync.Map // endpoint.Key → *blockLRU
 	firsts    [firstShards]firstShard
 }
@@ -54,15 +60,20 @@ type Engine struct {
 }
 
 // NewIndex returns an empty index that keeps at most maxBlocksPerEndpoint hashes per
-// endpoint. It panics if maxBlocksPerEndpoint is not in [1, 1<<31).
-func NewIndex(maxBlocksPerEndpoint int) *Index {
+// endpoint, within budget; a nil budget bounds nothing but the endpoints. It panics if
+// maxBlocksPerEndpoint is not in [1, 1<<31).
+func NewIndex(maxBlocksPerEndpoint int, budget *Budget) *Index {
 	if maxBlocksPerEndpoint < 1 || maxBlocksPerEndpoint >= 1<<31 {
 		panic("prefixcache: maxBlocksPerEndpoint out of range")
 	}
-	ix := &Index{maxBlocks: maxBlocksPerEndpoint}
+	if budget == nil {
+		budget = NewBudget(0)
+	}
+	ix := &Index{maxBlocks: maxBlocksPerEndpoint, ledger: &ledger{budget: budget}}
 	for i := range ix.firsts {
 		ix.firsts[i].holders = make(map[uint64][]endpoint.Key)
 	}
+	budget.register(ix)
 	return ix
 }
 
@@ -106,7 +117,8 @@ func (ix *Index) release(h uint64, k endpoint.Key) {
 // chained block hashes. It marks the hashes most recently used, the first block the most
 // recent of all, so that when the endpoint's set is full the ends of old prompts are
 // forgotten before their beginnings, which other prompts are likelier to share. If
-// hashes has more entries than the bound, only its leading ones are kept.
+// hashes has more entries than the bound, only its leading ones are kept. If the
+// index's budget is then exceeded, Add evicts before returning.
 func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	if len(hashes) == 0 {
 		return
@@ -120,15 +132,8 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	if e.MaxBlocks > 0 && e.MaxBlocks < bound {
 		bound = e.MaxBlocks
 	}
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	if set.epoch != e.Epoch {
-		set.clear(e.Epoch)
-	}
-	set.shrink(bound)
-	for i := len(hashes) - 1; i >= 0; i-- {
-		set.touch(hashes[i], bound, i == 0)
-	}
+	set.add(hashes, e.Epoch, bound)
+	ix.ledger.budget.enforce()
 }
 
 // Match returns the number of leading hashes that endpoint k holds in epoch: n such that
@@ -241,14 +246,18 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 // Index-linked nodes cost 24 bytes per hash and no allocation per insertion, against one
 // pointer-linked entry allocation per insertion in a general-purpose LRU. Ticks grow
 // along the list from tail to head. The set tells its index, whose holders of first
-// blocks it keeps up to date, as it gains and loses first blocks. mu guards every field
-// but index and key; dropped is set once the set left the index, after which it tells
-// the index nothing more.
+// blocks it keeps up to date, as it gains and loses first blocks. The set is accounted
+// to the index's budget for its nodes, free or not: the map and the slice keep their
+// memory until the set is compacted (shed) or cleared. mu guards every field but index,
+// key and lastAdd; dropped is set once the set left the index, after which it tells the
+// index nothing more and is accounted nothing.
 type blockLRU struct {
 	index      *Index
 	key        endpoint.Key
+	lastAdd    atomic.Uint64 // the budget's clock at the set's last Add
 	mu         sync.RWMutex
 	dropped    bool
+	accounted  int // the nodes accounted to the budget
 	epoch      uint64
 	tick       uint64 // the last tick handed out
 	slots      map[uint64]int32
@@ -278,12 +287,79 @@ func newBlockLRU(ix *Index, k endpoint.Key, epoch uint64) *blockLRU {
 	return &blockLRU{index: ix, key: k, epoch: epoch, slots: make(map[uint64]int32), head: nilNode, tail: nilNode}
 }
 
-// drop releases the set's first blocks from the index once the set left it.
+// drop releases the set's first blocks and its memory from the index once the set left
+// it.
 func (l *blockLRU) drop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseFirsts()
 	l.dropped = true
+	l.account()
+}
+
+// add touches hashes, the first one last, in epoch within bound, as Index.Add describes.
+func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
+	l.lastAdd.Store(l.index.ledger.budget.clock.Add(1))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epoch != epoch {
+		l.clear(epoch)
+	}
+	l.shrink(bound)
+	for i := len(hashes) - 1; i >= 0; i-- {
+		l.touch(hashes[i], bound, i == 0)
+	}
+	l.account()
+}
+
+// account tells the budget how many nodes the set holds since it last told it; a dropped
+// set holds none. The caller holds l.mu for writing.
+func (l *blockLRU) account() {
+	n := len(l.nodes)
+	if l.dropped {
+		n = 0
+	}
+	if d := n - l.accounted; d != 0 {
+		l.accounted = n
+		l.index.ledger.add(d)
+	}
+}
+
+// shed evicts the least recently used hashes, at least a quarter of the set's nodes and
+// at least blocks of them unless the set has fewer, and compacts the set so that it
+// keeps only the memory of the hashes it still holds. It reports whether the set had
+// any memory to free.
+func (l *blockLRU) shed(blocks int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.accounted == 0 {
+		return false
+	}
+	keep := max(min(len(l.nodes)-blocks, len(l.nodes)*3/4), 0)
+	for len(l.slots) > keep {
+		l.evictTail()
+	}
+	l.compact()
+	l.account()
+	return true
+}
+
+// compact moves the held hashes into a new map and node slice of their size, most
+// recent first, dropping the free nodes. The caller holds l.mu for writing.
+func (l *blockLRU) compact() {
+	nodes := make([]lruNode, 0, len(l.slots))
+	slots := make(map[uint64]int32, len(l.slots))
+	for i := l.head; i != nilNode; i = l.nodes[i].next {
+		j := int32(len(nodes))
+		nodes = append(nodes, lruNode{hash: l.nodes[i].hash, stamp: l.nodes[i].stamp, prev: j - 1, next: j + 1})
+		slots[l.nodes[i].hash] = j
+	}
+	l.head, l.tail = nilNode, nilNode
+	if n := int32(len(nodes)); n > 0 {
+		nodes[n-1].next = nilNode
+		l.head, l.tail = 0, n-1
+	}
+	l.nodes, l.slots, l.free = nodes, slots, nil
 }
 
 // releaseFirsts tells the index that the set no longer holds its first blocks. The
@@ -299,13 +375,13 @@ func (l *blockLRU) releaseFirsts() {
 	}
 }
 
-// clear empties the set for a new epoch of its engine, keeping its allocations. The
-// caller holds l.mu for writing.
+// clear empties the set for a new epoch of its engine, freeing its memory. The caller
+// holds l.mu for writing and accounts the set afterwards.
 func (l *blockLRU) clear(epoch uint64) {
 	l.releaseFirsts()
 	l.epoch = epoch
-	clear(l.slots)
-	l.nodes, l.free = l.nodes[:0], l.free[:0]
+	l.slots = make(map[uint64]int32)
+	l.nodes, l.free = nil, nil
 	l.head, l.tail = nilNode, nilNode
 }
 

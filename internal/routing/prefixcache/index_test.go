@@ -21,7 +21,7 @@ func chain(first uint64, n int) []uint64 {
 
 func TestIndexMatch(t *testing.T) {
 	a, b := routingtest.Key(0), routingtest.Key(1)
-	ix := prefixcache.NewIndex(100)
+	ix := prefixcache.NewIndex(100, nil)
 	ix.Add(a, []uint64{1, 2, 3}, prefixcache.Engine{})
 	ix.Add(a, []uint64{1, 2, 7, 8}, prefixcache.Engine{})
 	ix.Add(b, []uint64{5, 6}, prefixcache.Engine{})
@@ -66,7 +66,7 @@ func TestIndexMatch(t *testing.T) {
 func TestIndexBoundedLRU(t *testing.T) {
 	const bound = 10
 	k := routingtest.Key(0)
-	ix := prefixcache.NewIndex(bound)
+	ix := prefixcache.NewIndex(bound, nil)
 
 	old := chain(100, 6)
 	ix.Add(k, old, prefixcache.Engine{})
@@ -101,7 +101,7 @@ func TestIndexBoundedLRU(t *testing.T) {
 
 func TestIndexBoundOfOne(t *testing.T) {
 	k := routingtest.Key(0)
-	ix := prefixcache.NewIndex(1)
+	ix := prefixcache.NewIndex(1, nil)
 	for h := range uint64(5) {
 		ix.Add(k, []uint64{h}, prefixcache.Engine{})
 		if ix.Blocks(k) != 1 || ix.Match(k, []uint64{h}, 0) != 1 {
@@ -115,10 +115,10 @@ func TestNewIndexRejectsBadBound(t *testing.T) {
 		t.Run(fmt.Sprint(bound), func(t *testing.T) {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("NewIndex(%d) did not panic", bound)
+					t.Errorf("NewIndex(%d, nil) did not panic", bound)
 				}
 			}()
-			prefixcache.NewIndex(bound)
+			prefixcache.NewIndex(bound, nil)
 		})
 	}
 }
@@ -127,7 +127,7 @@ func TestNewIndexRejectsBadBound(t *testing.T) {
 // run with -race. Each endpoint's set must stay within its bound.
 func TestIndexConcurrentUse(t *testing.T) {
 	const bound, endpoints = 64, 4
-	ix := prefixcache.NewIndex(bound)
+	ix := prefixcache.NewIndex(bound, nil)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -157,7 +157,7 @@ func TestIndexConcurrentUse(t *testing.T) {
 
 func TestIndexEpochs(t *testing.T) {
 	k := routingtest.Key(0)
-	ix := prefixcache.NewIndex(100)
+	ix := prefixcache.NewIndex(100, nil)
 	ix.Add(k, chain(10, 4), prefixcache.Engine{Epoch: 0})
 	if got := ix.Match(k, chain(10, 4), 1); got != 0 {
 		t.Errorf("Match in the next epoch = %d, want 0: the engine restarted with an empty cache", got)
@@ -173,7 +173,7 @@ func TestIndexEpochs(t *testing.T) {
 
 func TestIndexEngineBound(t *testing.T) {
 	k := routingtest.Key(0)
-	ix := prefixcache.NewIndex(100)
+	ix := prefixcache.NewIndex(100, nil)
 	ix.Add(k, chain(10, 8), prefixcache.Engine{})
 	ix.Add(k, chain(20, 2), prefixcache.Engine{MaxBlocks: 6})
 	if got := ix.Blocks(k); got != 6 {
@@ -189,7 +189,7 @@ func TestIndexEngineBound(t *testing.T) {
 
 func TestIndexTrim(t *testing.T) {
 	k := routingtest.Key(0)
-	ix := prefixcache.NewIndex(100)
+	ix := prefixcache.NewIndex(100, nil)
 	old, mid, recent := chain(10, 3), chain(20, 3), chain(30, 3)
 	ix.Add(k, old, prefixcache.Engine{})
 	ix.Add(k, mid, prefixcache.Engine{})
@@ -224,7 +224,7 @@ func TestIndexTrim(t *testing.T) {
 // sets hold a first block, through adds, evictions, trims, restarts and Forget.
 func TestIndexHoldersFollowTheSets(t *testing.T) {
 	a, b := routingtest.Key(0), routingtest.Key(1)
-	ix := prefixcache.NewIndex(4)
+	ix := prefixcache.NewIndex(4, nil)
 	holders := func(first uint64) []string {
 		var out []string
 		for _, k := range ix.Holders(first, nil) {

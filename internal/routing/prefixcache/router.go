@@ -27,9 +27,12 @@ const (
 // sweepInterval is the least time between two sweeps for endpoints that left.
 const sweepInterval = time.Second
 
-// stackHashes is the number of block hashes a decision keeps on the stack: enough for
-// prompts of 8 KiB at the default block size. Longer prompts allocate their hashes.
-const stackHashes = 128
+// stackTicks is the number of ticks Learn keeps on the stack: enough for prompts of
+// 8 KiB at the default block size. Longer prompts allocate their ticks.
+const stackTicks = 128
+
+// hashPrompt computes a prompt's block hashes; a variable so that tests count calls.
+var hashPrompt = BlockHashes
 
 // PodLookup finds endpoints by key; cache.Reader satisfies it.
 type PodLookup interface {
@@ -66,6 +69,9 @@ type Config struct {
 	// ObserveTrim, if set, is told how many blocks the index forgot each time an engine
 	// reported fewer cached tokens than expected. It MUST be safe for concurrent use.
 	ObserveTrim func(blocks int)
+	// Budget, if set, bounds the memory of the router's index together with every other
+	// index sharing it (see Budget). Nil bounds only each endpoint's blocks.
+	Budget *Budget
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -108,15 +114,14 @@ var (
 // rnd. It panics if cfg.MaxBlocksPerEndpoint is 1<<31 or more.
 func New(cfg Config, rnd routing.Random) *Router {
 	cfg = cfg.withDefaults()
-	return &Router{cfg: cfg, rnd: rnd, index: NewIndex(cfg.MaxBlocksPerEndpoint)}
+	return &Router{cfg: cfg, rnd: rnd, index: NewIndex(cfg.MaxBlocksPerEndpoint, cfg.Budget)}
 }
 
 // Score sets scores[i] to minus the time to first token, in seconds, predicted for the
 // request on cands[i], so that a weighted policy weighs the prediction. A candidate left
 // out by the load guard scores -Inf. Score never returns an error.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	var buf [stackHashes]uint64
-	d := r.prepare(rc, cands, buf[:0])
+	d := r.prepare(rc, cands)
 	for i := range cands {
 		scores[i] = math.Inf(-1)
 		if t, ok := d.predict(i); ok {
@@ -135,8 +140,7 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 // uniformly at random. Pick never returns an error.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
-	var buf [stackHashes]uint64
-	d := r.prepare(rc, cands, buf[:0])
+	d := r.prepare(rc, cands)
 	var best choice
 	for i := range cands {
 		if t, ok := d.predict(i); ok {
@@ -177,9 +181,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	// Pods at the admission bound or the load guard (idlest + threshold) are left out.
 	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
 	tokens := r.promptTokens(rc)
-	var hashBuf [stackHashes]uint64
 	var matchBuf [16]match // the matches of most prompts
-	matches := r.matches(rc, r.hashes(rc, hashBuf[:0]), limit, matchBuf[:0])
+	matches := r.matches(rc, r.hashes(rc), limit, matchBuf[:0])
 
 	var best choice
 	for i, h := range cells {
@@ -218,7 +221,7 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int6
 	}
 	var keys [16]endpoint.Key
 	holders := r.index.Holders(hashes[0], keys[:0])
-	minHeld := max(r.minHeld(len(hashes)), 1)
+	minHeld := max(r.minHeld(rc), 1)
 	for _, k := range holders {
 		i, ok := cache.FindPod(rc.Candidates, k)
 		if !ok || rc.Cells[i].InFlight() >= limit {
@@ -245,21 +248,25 @@ type decision struct {
 	tokens   int64 // the prompt's estimated tokens
 }
 
-// prepare returns the view of rc over cands, appending the prompt's block hashes to buf:
-// with a buffer on the caller's stack, prompts up to stackHashes blocks allocate nothing.
-func (r *Router) prepare(rc *routing.RoutingContext, cands []routing.Candidate, buf []uint64) decision {
+// prepare returns the view of rc over cands.
+func (r *Router) prepare(rc *routing.RoutingContext, cands []routing.Candidate) decision {
 	d := decision{r: r, rc: rc, cands: cands, estimate: ttft.New(cands, rc.Now)}
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
-	d.hashes = r.hashes(rc, buf)
-	d.minHeld = r.minHeld(len(d.hashes))
+	d.hashes = r.hashes(rc)
+	d.minHeld = r.minHeld(rc)
 	d.tokens = r.promptTokens(rc)
 	return d
 }
 
-// minHeld returns the fewest leading blocks of a prompt of blocks whole blocks that
-// count as a match (MinMatchRatio).
-func (r *Router) minHeld(blocks int) int {
-	return int(math.Ceil(r.cfg.MinMatchRatio * float64(blocks)))
+// minHeld returns the fewest leading blocks of rc's prompt that count as a match
+// (MinMatchRatio).
+func (r *Router) minHeld(rc *routing.RoutingContext) int {
+	return int(math.Ceil(r.cfg.MinMatchRatio * float64(r.blocks(rc))))
+}
+
+// blocks returns the number of whole blocks of rc's prompt, hashed or not.
+func (r *Router) blocks(rc *routing.RoutingContext) int {
+	return len(rc.Prompt) / (r.cfg.BlockSize * bytesPerToken)
 }
 
 // promptTokens returns rc's prompt tokens, estimated from its text when rc does not say.
@@ -294,16 +301,16 @@ func (d *decision) predict(i int) (float64, bool) {
 // reports and trims the index where the engine held less.
 func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	r.sweep(rc.Now)
-	var buf [stackHashes]uint64
-	hashes := r.hashes(rc, buf[:0])
+	hashes := r.hashes(rc)
 	if len(hashes) == 0 {
 		return nil
 	}
+	blocks := r.blocks(rc)
 	e := r.engine(chosen)
 	var rec *receipt
-	var tickBuf [stackHashes]uint64
+	var tickBuf [stackTicks]uint64
 	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, tickBuf[:0]); len(held) > 0 {
-		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: len(hashes), ticks: slices.Clone(held),
+		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: blocks, ticks: slices.Clone(held),
 			observe: r.cfg.ObserveTrim}
 	}
 	if r.cfg.ObserveMatch != nil {
@@ -311,7 +318,7 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 		if rec != nil {
 			held = len(rec.ticks)
 		}
-		r.cfg.ObserveMatch(float64(held) / float64(len(hashes)))
+		r.cfg.ObserveMatch(float64(held) / float64(blocks))
 	}
 	r.index.Add(chosen.Key, hashes, e)
 	if rec == nil {
@@ -381,9 +388,23 @@ func (r *Router) Forget(k endpoint.Key) {
 	r.index.Forget(k)
 }
 
-// hashes appends the block hashes of rc's prompt to dst.
-func (r *Router) hashes(rc *routing.RoutingContext, dst []uint64) []uint64 {
-	return BlockHashes(rc.Request.Model, rc.Prompt, r.cfg.BlockSize, dst)
+// hashes returns the block hashes of rc's prompt, hashed once per request: cached on
+// rc under the router's block size and bound. Only the leading MaxBlocksPerEndpoint
+// blocks are hashed, as no endpoint holds more of one prompt.
+func (r *Router) hashes(rc *routing.RoutingContext) []uint64 {
+	key := uint64(r.cfg.BlockSize)<<32 | uint64(r.cfg.MaxBlocksPerEndpoint)
+	hashes, ok := rc.PromptHashes(key)
+	if ok {
+		return hashes
+	}
+	prompt, blockBytes := rc.Prompt, r.cfg.BlockSize*bytesPerToken
+	prompt = prompt[:min(len(prompt), r.cfg.MaxBlocksPerEndpoint*blockBytes)]
+	if n := len(prompt) / blockBytes; cap(hashes) < n { // one allocation for any prompt
+		hashes = make([]uint64, 0, n)
+	}
+	hashes = hashPrompt(rc.Request.Model, prompt, r.cfg.BlockSize, hashes)
+	rc.SetPromptHashes(key, hashes)
+	return hashes
 }
 
 // sweep forgets the endpoints that cfg.Pods reports missing or not routable, if Pods is

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -603,5 +604,70 @@ func TestIndexFollowsTheEngine(t *testing.T) {
 	fleet.SetMetrics(0, endpoint.Metrics{NumGPUBlocks: 2, BlockSize: 3, Profile: endpoint.Profile{Epoch: 1}})
 	if got := held(r, fleet, 0, "eeeeffffgggghhhh"); got != 0 {
 		t.Errorf("after a restart the newer prompt is held for %d blocks, want 0", got)
+	}
+}
+
+// losingReserver loses the race for the first losses reservations, as when concurrent
+// decisions took the chosen endpoint meanwhile, then reserves.
+type losingReserver struct {
+	cache.Tracker
+	losses int
+}
+
+func (l *losingReserver) TryReserveInto(r *cache.Reservation, m *cache.Model, p *cache.Pod, limit, tokensIn int64) bool {
+	if l.losses > 0 {
+		l.losses--
+		return false
+	}
+	return l.Tracker.TryReserveInto(r, m, p, limit, tokensIn)
+}
+
+// TestPromptHashedOncePerRequest routes requests whose first reservations lose their race,
+// so that the decision is taken again, through Pick (PickPod) and through Score: each
+// request's prompt is hashed once, for every attempt and the learning after them.
+func TestPromptHashedOncePerRequest(t *testing.T) {
+	const requests, losses = 4, 5
+	for _, path := range []string{"pick", "score"} {
+		t.Run(path, func(t *testing.T) {
+			prompts, _ := prefixcache.CountHashing(t)
+			fleet := routingtest.NewFleet("llama", 4)
+			var picker routing.Picker = prefixcache.New(prefixcache.Config{Pods: fleet.Cache}, routingtest.SeededRandom(1))
+			if path == "score" {
+				picker = routing.Highest(picker.(routing.Scorer), routingtest.SeededRandom(1))
+			}
+			reserver := &losingReserver{}
+			router := routing.NewRouter(picker, routing.Options{Reserver: reserver, StaleAfter: routingtest.StaleAfter})
+			for i := range requests {
+				reserver.losses = losses
+				routingtest.Route(t, router, fleet.Context(routing.Request{Prompt: benchPrompt(i, 4<<10)})).Release(0)
+				if reserver.losses != 0 {
+					t.Fatalf("request %d: %d reservations left to lose, want every one lost", i, reserver.losses)
+				}
+			}
+			if got := prompts.Load(); got != requests {
+				t.Errorf("%d requests, each decided %d times, hashed %d prompts, want %d", requests, losses+1, got, requests)
+			}
+		})
+	}
+}
+
+// TestPromptHashedUpToTheBound hashes only the leading blocks an endpoint can hold of a
+// prompt longer than MaxBlocksPerEndpoint, and still matches them.
+func TestPromptHashedUpToTheBound(t *testing.T) {
+	_, hashed := prefixcache.CountHashing(t)
+	var matched []float64
+	h := newHarness(2, prefixcache.Config{BlockSize: 1, MaxBlocksPerEndpoint: 4,
+		ObserveMatch: func(r float64) { matched = append(matched, r) }}, 1)
+	prompt := strings.Repeat("abcd", 100)
+	first := h.route(t, prompt)
+	first.Release(0)
+	if got := h.route(t, prompt); got.Pod != first.Pod {
+		t.Errorf("the prompt went to %s, then to %s, want the endpoint holding its first 4 blocks", first.Pod.Key, got.Pod.Key)
+	}
+	if got, want := hashed.Load(), int64(2*4*4); got != want {
+		t.Errorf("hashed %d bytes of two 400-byte prompts, want the %d of their first 4 blocks", got, want)
+	}
+	if want := []float64{0, 4.0 / 100}; !slices.Equal(matched, want) {
+		t.Errorf("match ratios %v, want %v (of all the prompt's blocks)", matched, want)
 	}
 }

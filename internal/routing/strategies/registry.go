@@ -49,6 +49,10 @@ type Deps struct {
 	// because an engine reported fewer cached tokens than expected (see
 	// prefixcache.Config.ObserveTrim).
 	ObservePrefixTrim func(blocks int)
+	// PrefixBudget, if set, bounds the memory of every prefix-cache index of the routers
+	// built, together, whatever their policies' maxBlocksPerEndpoint (see
+	// prefixcache.Budget); nil bounds only each policy's endpoints.
+	PrefixBudget *prefixcache.Budget
 }
 
 // Limits bound the load a router puts on endpoints.
@@ -183,7 +187,8 @@ func (r *Registry) Router(spec *v1alpha1.RoutingPolicySpec, strategy v1alpha1.St
 
 // newPrefixCache builds the prefix-cache algorithm from spec.prefixCache.
 func newPrefixCache(spec *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
-	cfg := prefixcache.Config{Pods: d.Pods, ObserveMatch: d.ObservePrefixMatch, ObserveTrim: d.ObservePrefixTrim}
+	cfg := prefixcache.Config{Pods: d.Pods, ObserveMatch: d.ObservePrefixMatch, ObserveTrim: d.ObservePrefixTrim,
+		Budget: d.PrefixBudget}
 	if pc := spec.PrefixCache; pc != nil {
 		cfg.BlockSize = int(deref(pc.BlockSize))
 		cfg.MaxBlocksPerEndpoint = int(deref(pc.MaxBlocksPerEndpoint))

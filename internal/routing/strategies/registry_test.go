@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
@@ -237,5 +238,32 @@ func TestRouterQueueWaitComesFromThePolicy(t *testing.T) {
 			target, _ := first.TryResult()
 			target.Release(0)
 		})
+	}
+}
+
+// TestPrefixBudgetSharedByRouters builds prefix-cache and weighted routers of different
+// policies on one budget: together they stay within it however much they learn.
+func TestPrefixBudgetSharedByRouters(t *testing.T) {
+	const budgetBytes = 256 * prefixcache.BytesPerBlock
+	fleet := routingtest.NewFleet("llama", 4)
+	budget := prefixcache.NewBudget(budgetBytes)
+	reg := strategies.NewRegistry(strategies.Deps{Reserver: cache.Tracker{}, Pods: fleet.Cache.Reader,
+		StaleAfter: routingtest.StaleAfter, Random: routingtest.SeededRandom(1), PrefixBudget: budget})
+	var routers []routing.Router
+	for _, strategy := range []v1alpha1.Strategy{v1alpha1.StrategyPrefixCache, v1alpha1.StrategyWeighted} {
+		for range 2 {
+			router, err := reg.Router(specFor(strategy), "", strategies.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			routers = append(routers, router)
+		}
+	}
+	for i := range 200 { // 200 prompts of 16 blocks: 12 times the budget
+		rc := fleet.Context(routing.Request{Prompt: fmt.Sprintf("%04d%01020d", i, 0), PromptTokens: 256})
+		routingtest.Route(t, routers[i%len(routers)], rc).Release(1)
+	}
+	if used := budget.Used(); used == 0 || used > budgetBytes {
+		t.Errorf("the routers are accounted %d bytes, want some and at most the budget's %d", used, budgetBytes)
 	}
 }
