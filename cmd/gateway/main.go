@@ -116,9 +116,13 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 	if err := mgr.AddMetricsServerExtraHandler(bindreport.Path, bindreport.Handler(listeners.Report)); err != nil {
 		return fmt.Errorf("add %s: %w", bindreport.Path, err)
 	}
-	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope.
+	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope; its gRPC
+	// readiness follows the cache's sync.
 	if picker.addr != "" {
-		server := extproc.NewServer(g.Picker(scope), extproc.Options{MaxBodyBytes: opts.Inbound.MaxBodyBytes})
+		server := extproc.NewServer(g.Picker(scope), extproc.Options{
+			MaxBodyBytes: opts.Inbound.MaxBodyBytes,
+			Ready:        view.WaitForSync,
+		})
 		if err := mgr.Add(server.Runnable(picker.addr)); err != nil {
 			return fmt.Errorf("add ext_proc server: %w", err)
 		}
