@@ -238,14 +238,19 @@ func TestProcessBufferedModePicksOnTheBodyMessage(t *testing.T) {
 }
 
 func TestServeHealth(t *testing.T) {
-	ready := make(chan struct{})
-	srv := extproc.NewServer(&fakePicker{endpoint: endpoint}, extproc.Options{Ready: func(ctx context.Context) error {
-		select {
-		case <-ready:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	synced, elected := make(chan struct{}), make(chan struct{})
+	waitFor := func(ch chan struct{}) func(context.Context) error {
+		return func(ctx context.Context) error {
+			select {
+			case <-ch:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+	}
+	srv := extproc.NewServer(&fakePicker{endpoint: endpoint}, extproc.Options{Ready: []func(context.Context) error{
+		waitFor(synced), waitFor(elected),
 	}})
 	ln, err := net.Listen("tcp", "127.0.0.100:0")
 	if err != nil {
@@ -281,7 +286,9 @@ func TestServeHealth(t *testing.T) {
 	check("readiness", healthpb.HealthCheckResponse_NOT_SERVING)
 	check(extProc, healthpb.HealthCheckResponse_NOT_SERVING)
 
-	close(ready)
+	close(elected)
+	check("readiness", healthpb.HealthCheckResponse_NOT_SERVING) // not synced yet
+	close(synced)
 	watch, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "readiness"})
 	if err != nil {
 		t.Fatal(err)

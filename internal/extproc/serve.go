@@ -16,7 +16,8 @@ import (
 const (
 	// LivenessService is SERVING while the process answers gRPC.
 	LivenessService = "liveness"
-	// ReadinessService is SERVING once Options.Ready has returned nil, until shutdown.
+	// ReadinessService is SERVING once every Options.Ready condition holds, until
+	// shutdown.
 	ReadinessService = "readiness"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) Runnable(addr string) manager.Runnable {
 // Serve serves s over plaintext gRPC on ln, with the gRPC health service, until ctx ends,
 // then stops gracefully (in-flight streams finish) and closes ln. Health: LivenessService
 // is SERVING at once; ReadinessService and the ExternalProcessor service (also the
-// server-wide "") are NOT_SERVING until Options.Ready returns nil; on shutdown every
+// server-wide "") are NOT_SERVING until every Options.Ready condition has returned nil; on shutdown every
 // service turns NOT_SERVING.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	g := s.GRPCServer()
@@ -50,7 +51,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		if s.ready == nil || s.ready(ctx) == nil {
+		if s.waitReady(ctx) == nil {
 			setReady(hs, healthpb.HealthCheckResponse_SERVING)
 		}
 		<-ctx.Done()
@@ -62,6 +63,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-stopped
 	if err != nil {
 		return fmt.Errorf("serve ext_proc: %w", err)
+	}
+	return nil
+}
+
+// waitReady waits until every condition of readiness holds or ctx ends.
+func (s *Server) waitReady(ctx context.Context) error {
+	for _, ready := range s.ready {
+		if err := ready(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -89,11 +89,12 @@ type Options struct {
 	// whose Content-Length or body exceeds it is answered with 413 and never reaches the
 	// Picker. Zero or negative means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Ready, if set, blocks until the Picker can pick (for example until the cache it
-	// reads has synced) or ctx ends, returning ctx's error then. Until it returns nil,
-	// Serve reports the readiness and ExternalProcessor health services NOT_SERVING.
-	// Nil means ready at once.
-	Ready func(ctx context.Context) error
+	// Ready are the conditions of the Server's readiness, such as the Picker's cache
+	// having synced or this replica leading: each blocks until it holds or ctx ends,
+	// returning ctx's error then. Until every one has returned nil, Serve reports the
+	// readiness and ExternalProcessor health services NOT_SERVING. None means ready at
+	// once.
+	Ready []func(ctx context.Context) error
 }
 
 // Server is an Envoy ext_proc server that routes each request to the endpoints its Picker
@@ -102,7 +103,7 @@ type Options struct {
 type Server struct {
 	picker       Picker
 	maxBodyBytes int64
-	ready        func(ctx context.Context) error
+	ready        []func(ctx context.Context) error
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
