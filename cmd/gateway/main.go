@@ -1,10 +1,12 @@
 // Command gateway is Switchboard's data plane: an OpenAI-compatible HTTP proxy that
 // serves the HTTP and HTTPS listeners of Gateways of class switchboard.dev/gateway-controller,
 // applying their HTTPRoutes and RoutingPolicies per request, plus an optional Envoy
-// ext_proc endpoint picker. It only reads from the API server.
+// ext_proc endpoint picker. It only reads from the API server, but for the Lease of the
+// picker's leader election when --ext-proc-leader-elect is set.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
+	"github.com/switchboard-llm/switchboard/internal/leader"
 	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
@@ -42,6 +45,8 @@ func main() {
 	flag.StringVar(&picker.addr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
 	flag.StringVar(&picker.namespace, "ext-proc-namespace", "", "Namespace of the engine pods the ext_proc picker chooses from; required with --ext-proc-bind-address.")
 	flag.StringVar(&picker.selector, "ext-proc-pod-selector", "", "Label selector of the engine pods the ext_proc picker chooses from, such as app=llama; empty selects every engine pod of --ext-proc-namespace.")
+	flag.BoolVar(&picker.leaderElect, "ext-proc-leader-elect", false, "Elect one replica's ext_proc picker as the leader through a Lease in --ext-proc-namespace; only the leader reports gRPC readiness, as the Endpoint Picker Protocol asks of several replicas.")
+	flag.StringVar(&picker.leaseName, "ext-proc-leader-election-id", "switchboard-ext-proc", "Name of the Lease of --ext-proc-leader-elect.")
 	flag.StringVar(&listenHost, "listen-host", "", "Host to bind every Gateway's listener ports on instead of each Gateway's own address (for a replica that cannot hold those addresses); empty binds each Gateway's address.")
 	flag.StringVar(&defaultStrategy, "default-strategy", string(v1alpha1.StrategyLeastRequest), "Strategy of the ext_proc endpoint picker.")
 	flag.Int64Var(&gw.Inbound.MaxBodyBytes, "max-body-bytes", inbound.DefaultMaxBodyBytes, "Largest accepted request body (413 beyond).")
@@ -118,9 +123,21 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 	if err := mgr.AddMetricsServerExtraHandler(bindreport.Path, bindreport.Handler(listeners.Report)); err != nil {
 		return fmt.Errorf("add %s: %w", bindreport.Path, err)
 	}
-	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope.
+	// 5. The Envoy ext_proc endpoint picker, if asked for, within its scope; its gRPC
+	// readiness follows the cache's sync and, with leader election, the Lease.
 	if picker.addr != "" {
-		server := extproc.NewServer(g.Picker(scope), extproc.Options{MaxBodyBytes: opts.Inbound.MaxBodyBytes})
+		ready := []func(context.Context) error{view.WaitForSync}
+		if picker.leaderElect {
+			elector, err := leader.New(mgr.GetConfig(), scope.Namespace, picker.leaseName)
+			if err != nil {
+				return err
+			}
+			if err := mgr.Add(elector); err != nil {
+				return fmt.Errorf("add leader election: %w", err)
+			}
+			ready = append(ready, elector.WaitElected)
+		}
+		server := extproc.NewServer(g.Picker(scope), extproc.Options{MaxBodyBytes: opts.Inbound.MaxBodyBytes, Ready: ready})
 		if err := mgr.Add(server.Runnable(picker.addr)); err != nil {
 			return fmt.Errorf("add ext_proc server: %w", err)
 		}
@@ -134,7 +151,8 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 
 // pickerFlags are the flags of the ext_proc endpoint picker.
 type pickerFlags struct {
-	addr, namespace, selector string
+	addr, namespace, selector, leaseName string
+	leaderElect                          bool
 }
 
 // scope returns the picker's scope, or an error naming the flag that is missing or

@@ -1,17 +1,28 @@
 // Package extproc serves the gateway's endpoint picker over Envoy's external-processing
-// (ext_proc) gRPC protocol, following the Gateway API Inference Extension endpoint-picker
-// protocol: for each HTTP request Envoy streams the request headers and body to the
-// Server, which asks a Picker for an endpoint once it holds the whole body and answers
-// with the x-gateway-destination-endpoint request header and the same "ip:port" in
-// dynamic metadata under the envoy.lb namespace. Failures become an immediate
-// OpenAI-shaped JSON error response.
+// (ext_proc) gRPC protocol, following the Gateway API Inference Extension's Endpoint
+// Picker Protocol v1.0.0:
 //
-// Envoy must send request headers and the request body in BUFFERED mode, so that it holds
-// the request until the picker has answered; response headers and body may be sent or
-// skipped. The Server releases the Picker's reservation when the response ends, or when
-// the ext_proc stream ends for any other reason.
+//   - the data plane's subset hint (filter metadata envoy.lb.subset_hint /
+//     x-gateway-destination-endpoint-subset) restricts the pick; an empty hint is
+//     answered 503;
+//   - once the Server holds the whole body, a Picker chooses an ordered list of endpoints
+//     (primary, then fallbacks), which the Server sets both as the
+//     x-gateway-destination-endpoint request header and, identical, in dynamic metadata
+//     envoy.lb / x-gateway-destination-endpoint;
+//   - failures become an immediate OpenAI-shaped JSON error response (503 no endpoint,
+//     429 shed, 404 unknown model, 413 body too large);
+//   - the response's metadata envoy.lb / x-gateway-destination-endpoint-served tells the
+//     Picker's reservation which endpoint served;
+//   - the reservation is released when the response ends, or when the stream ends for
+//     any other reason;
+//   - Serve adds gRPC health with the services liveness, readiness and
+//     envoy.service.ext_proc.v3.ExternalProcessor.
+//
+// The request body may come in BUFFERED or FULL_DUPLEX_STREAMED mode (announced in the
+// stream's protocol_config; BUFFERED when absent). Response headers and body may be sent
+// or skipped.
 //
 // The package owns only the protocol translation. It does not parse bodies, choose
-// endpoints or track load (the Picker does), nor configure Envoy or listen on a port (the
-// gateway binary does).
+// endpoints or track load (the Picker does), nor configure Envoy (the gateway binary's
+// flags choose the address).
 package extproc

@@ -3,46 +3,84 @@ package extproc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
+// Names of the Endpoint Picker Protocol (v1.0.0): headers, metadata namespaces and keys.
 const (
 	// DestinationEndpointHeader is the request header, and the dynamic-metadata key, through
-	// which the Server tells Envoy the picked endpoint as "ip:port".
+	// which the Server tells the data plane the picked endpoints: "ip:port", the primary
+	// first, then the fallbacks, comma-separated.
 	DestinationEndpointHeader = "x-gateway-destination-endpoint"
-	// DestinationEndpointNamespace is the dynamic-metadata namespace that holds
-	// DestinationEndpointHeader.
+	// DestinationEndpointNamespace is the metadata namespace that holds
+	// DestinationEndpointHeader in the Server's answers and DestinationEndpointServedKey in
+	// the data plane's response messages.
 	DestinationEndpointNamespace = "envoy.lb"
-	// DefaultMaxBodyBytes is the request body limit used when Options.MaxBodyBytes is not set.
-	DefaultMaxBodyBytes int64 = 8 << 20
+	// DestinationEndpointServedKey is the metadata key through which the data plane tells
+	// which endpoint ("ip:port") served the request.
+	DestinationEndpointServedKey = "x-gateway-destination-endpoint-served"
+	// SubsetHintNamespace is the metadata namespace that holds SubsetHintKey in the data
+	// plane's request messages.
+	SubsetHintNamespace = "envoy.lb.subset_hint"
+	// SubsetHintKey is the metadata key of the list of "ip:port" endpoints that the picker
+	// must pick from.
+	SubsetHintKey = "x-gateway-destination-endpoint-subset"
 )
 
-// Picker chooses and reserves an endpoint for one request.
+// DefaultMaxBodyBytes is the request body limit used when Options.MaxBodyBytes is not set.
+const DefaultMaxBodyBytes int64 = 8 << 20
+
+// Request is what the Picker is told about one HTTP request.
+type Request struct {
+	// Headers are the request headers, with Envoy's pseudo-headers such as ":path".
+	Headers http.Header
+	// Body is the whole request body.
+	Body []byte
+	// Subset, when not nil, is the set of "ip:port" endpoints the data plane allows for
+	// this request (the subset hint): the Picker MUST pick only among them. It is never
+	// empty: the Server answers an empty hint with 503 itself.
+	Subset map[string]bool
+}
+
+// Allows reports whether the request may go to endpoint: always without a subset hint.
+func (r Request) Allows(endpoint string) bool { return r.Subset == nil || r.Subset[endpoint] }
+
+// Pick is a Picker's choice for one request.
+type Pick struct {
+	// Endpoints are "ip:port", distinct: the primary first, then the fallbacks in the
+	// order the data plane should try them on retry. At least one.
+	Endpoints []string
+	// Reservation, if not nil, is the load the request puts on its endpoint.
+	Reservation Reservation
+}
+
+// Reservation is the load a picked request holds. The Server calls its methods from the
+// goroutine serving the request's stream, never concurrently: Served at most once, then
+// Release exactly once.
+type Reservation interface {
+	// Served tells which of the Pick's endpoints the data plane reports having served
+	// the request, which may be a fallback.
+	Served(endpoint string)
+	// Release ends the reservation: the response ended or the stream did.
+	Release()
+}
+
+// Picker chooses and reserves endpoints for requests.
 type Picker interface {
-	// Pick parses the OpenAI-compatible body, picks an endpoint for its model among the
-	// candidates, and reserves it. On success endpoint is "ip:port" and the returned
-	// release MUST be called once when the response ends; the Server does so. Pick should
-	// return when ctx ends.
+	// Pick chooses and reserves endpoints for req; it should return when ctx ends.
 	//
 	// An error may implement interface{ HTTPStatus() int }; its status (4xx or 5xx) and
-	// message are shown to the client. Any other error is answered with 500 and a generic
-	// message. A release returned together with an error is called at once.
-	Pick(ctx context.Context, headers http.Header, body []byte) (endpoint string, release func(), err error)
+	// message are shown to the client: the protocol asks for 503 when no endpoint is
+	// ready or eligible and 429 when the request is shed. Any other error is answered
+	// with 500 and a generic message. A Reservation returned with an error is released
+	// at once.
+	Pick(ctx context.Context, req Request) (Pick, error)
 }
 
 // Options configures a Server.
@@ -51,14 +89,21 @@ type Options struct {
 	// whose Content-Length or body exceeds it is answered with 413 and never reaches the
 	// Picker. Zero or negative means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Ready are the conditions of the Server's readiness, such as the Picker's cache
+	// having synced or this replica leading: each blocks until it holds or ctx ends,
+	// returning ctx's error then. Until every one has returned nil, Serve reports the
+	// readiness and ExternalProcessor health services NOT_SERVING. None means ready at
+	// once.
+	Ready []func(ctx context.Context) error
 }
 
-// Server is an Envoy ext_proc server that routes each request to the endpoint its Picker
+// Server is an Envoy ext_proc server that routes each request to the endpoints its Picker
 // chooses. One ext_proc stream carries one HTTP request. A Server is safe for concurrent
 // streams; it keeps no state between them.
 type Server struct {
 	picker       Picker
 	maxBodyBytes int64
+	ready        []func(ctx context.Context) error
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
@@ -68,7 +113,7 @@ func NewServer(p Picker, opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Server{picker: p, maxBodyBytes: opts.MaxBodyBytes}
+	return &Server{picker: p, maxBodyBytes: opts.MaxBodyBytes, ready: opts.Ready}
 }
 
 // Register registers s as the envoy.service.ext_proc.v3.ExternalProcessor service on g.
@@ -88,18 +133,24 @@ func (s *Server) GRPCServer() *grpc.Server {
 	return g
 }
 
-// Process serves one ext_proc stream, that is one HTTP request:
+// Process serves one ext_proc stream, that is one HTTP request, in the body mode the
+// data plane announces in its first message's protocol_config (BUFFERED when it says
+// nothing):
 //
-//   - request headers are answered with CONTINUE, unless they end the request, in which
-//     case the Server picks at once with an empty body;
-//   - request body chunks are buffered (up to MaxBodyBytes) without an answer until the
-//     end of the body; then the Server picks and answers with a header mutation setting
-//     DestinationEndpointHeader, a route-cache clear, and dynamic metadata
-//     {DestinationEndpointNamespace: {DestinationEndpointHeader: endpoint}};
-//   - a failed pick or an oversized body is answered with an immediate OpenAI-shaped JSON
-//     error response, after which the Server ends the stream;
-//   - response headers, body chunks and trailers of either direction are answered with
-//     CONTINUE; the end of the response releases the reservation.
+//   - the subset hint of the request's metadata restricts the Picker; an empty one is
+//     answered 503 without asking it;
+//   - the request body is buffered (up to MaxBodyBytes) until its end; then the Server
+//     picks and sets DestinationEndpointHeader, clears the route cache and sets the same
+//     value in dynamic metadata under DestinationEndpointNamespace. In BUFFERED mode
+//     this answers the request body (or the headers of a body-less request; earlier
+//     request headers get CONTINUE); in FULL_DUPLEX_STREAMED mode it answers the held
+//     request headers, followed by the buffered body streamed back;
+//   - a failed pick or an oversized body is answered with an immediate OpenAI-shaped
+//     JSON error response, after which the Server ends the stream;
+//   - response messages are answered with CONTINUE (in FULL_DUPLEX_STREAMED mode body
+//     chunks are passed back); the first DestinationEndpointServedKey in their metadata
+//     that names a picked endpoint is told to the Reservation, and the end of the
+//     response releases it.
 //
 // The reservation is released exactly once: at the end of the response, or when the
 // stream ends for any reason. In observability mode nothing can be routed, so the Server
@@ -117,12 +168,12 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 		if req.GetObservabilityMode() {
 			return nil
 		}
-		resp, last := x.handle(ctx, req)
+		resps, last := x.handle(ctx, req)
 		if ctx.Err() != nil {
 			// Envoy has gone away, possibly while the Picker waited: nobody to answer.
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		if resp != nil {
+		for _, resp := range resps {
 			if err := stream.Send(resp); err != nil {
 				return streamError(ctx, err)
 			}
@@ -144,222 +195,3 @@ func streamError(ctx context.Context, err error) error {
 	}
 	return err
 }
-
-// exchange is the state of one ext_proc stream. Every field is owned by the goroutine
-// running Process for that stream; nothing else reads or writes them.
-type exchange struct {
-	server  *Server
-	headers http.Header
-	body    []byte
-	// picked is set once Pick has been called; the Picker is asked at most once.
-	picked bool
-	// release is the Picker's reservation release, nil until a pick returned one;
-	// releaseOnce makes sure it runs once.
-	release     func()
-	releaseOnce sync.Once
-}
-
-// finish releases the reservation if there is one and it has not been released yet.
-func (x *exchange) finish() {
-	if x.release == nil {
-		return
-	}
-	x.releaseOnce.Do(x.release)
-}
-
-// handle returns the answer to req, or nil when req needs none, and whether the answer
-// ends the exchange.
-func (x *exchange) handle(ctx context.Context, req *extprocv3.ProcessingRequest) (resp *extprocv3.ProcessingResponse, last bool) {
-	switch r := req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		x.headers = httpHeader(r.RequestHeaders.GetHeaders())
-		if n, err := strconv.ParseInt(x.headers.Get("Content-Length"), 10, 64); err == nil && n > x.server.maxBodyBytes {
-			return x.bodyTooLarge(ctx), true
-		}
-		if r.RequestHeaders.GetEndOfStream() {
-			return x.pick(ctx, false)
-		}
-		return requestHeadersResponse(nil), false
-
-	case *extprocv3.ProcessingRequest_RequestBody:
-		if x.picked {
-			return requestBodyResponse(nil), false
-		}
-		chunk := r.RequestBody.GetBody()
-		if int64(len(x.body))+int64(len(chunk)) > x.server.maxBodyBytes {
-			x.body = nil
-			return x.bodyTooLarge(ctx), true
-		}
-		x.body = append(x.body, chunk...)
-		if !r.RequestBody.GetEndOfStream() {
-			// Envoy holds the request until the last chunk is answered; routing needs the
-			// whole body.
-			return nil, false
-		}
-		return x.pick(ctx, true)
-
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-			RequestTrailers: &extprocv3.TrailersResponse{},
-		}}, false
-
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		if r.ResponseHeaders.GetEndOfStream() {
-			x.finish()
-		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-			ResponseHeaders: &extprocv3.HeadersResponse{},
-		}}, false
-
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		if r.ResponseBody.GetEndOfStream() {
-			x.finish()
-		}
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-			ResponseBody: &extprocv3.BodyResponse{},
-		}}, false
-
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		x.finish()
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-			ResponseTrailers: &extprocv3.TrailersResponse{},
-		}}, false
-
-	default:
-		// No phase set (for example a flow-control-only message): nothing to answer.
-		return nil, false
-	}
-}
-
-// pick asks the Picker for an endpoint and answers the message that completed the
-// request: its body when inBody, else its headers.
-func (x *exchange) pick(ctx context.Context, inBody bool) (*extprocv3.ProcessingResponse, bool) {
-	x.picked = true
-	body := x.body
-	x.body = nil
-	endpoint, release, err := x.server.picker.Pick(ctx, x.headers, body)
-	x.release = release
-	if err == nil {
-		if _, _, splitErr := net.SplitHostPort(endpoint); splitErr != nil {
-			err = fmt.Errorf("picker returned endpoint %q: %w", endpoint, splitErr)
-		}
-	}
-	if err != nil {
-		x.finish()
-		if ctx.Err() != nil {
-			return nil, true // Envoy has gone away; Process ends the stream.
-		}
-		return errorResponse(ctx, err), true
-	}
-
-	common := &extprocv3.CommonResponse{
-		HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{
-			Header: &corev3.HeaderValue{Key: DestinationEndpointHeader, RawValue: []byte(endpoint)},
-			// Overwrite, so that a client cannot add a destination of its own.
-			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-		}}},
-		ClearRouteCache: true,
-	}
-	var resp *extprocv3.ProcessingResponse
-	if inBody {
-		resp = requestBodyResponse(common)
-	} else {
-		resp = requestHeadersResponse(common)
-	}
-	resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
-		DestinationEndpointNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			DestinationEndpointHeader: structpb.NewStringValue(endpoint),
-		}}),
-	}}
-	log.FromContext(ctx).V(1).Info("Picked endpoint", "endpoint", endpoint)
-	return resp, false
-}
-
-// bodyTooLarge answers a request whose body exceeds the limit.
-func (x *exchange) bodyTooLarge(ctx context.Context) *extprocv3.ProcessingResponse {
-	return errorResponse(ctx, &statusError{
-		status:  http.StatusRequestEntityTooLarge,
-		message: fmt.Sprintf("request body exceeds %d bytes", x.server.maxBodyBytes),
-	})
-}
-
-func requestHeadersResponse(common *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
-		RequestHeaders: &extprocv3.HeadersResponse{Response: common},
-	}}
-}
-
-func requestBodyResponse(common *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-		RequestBody: &extprocv3.BodyResponse{Response: common},
-	}}
-}
-
-// httpHeader converts Envoy's header map; each entry carries its value in either Value or
-// RawValue.
-func httpHeader(m *corev3.HeaderMap) http.Header {
-	h := make(http.Header, len(m.GetHeaders()))
-	for _, hv := range m.GetHeaders() {
-		v := hv.GetValue()
-		if raw := hv.GetRawValue(); len(raw) > 0 {
-			v = string(raw)
-		}
-		h.Add(hv.GetKey(), v)
-	}
-	return h
-}
-
-// errorResponse answers err with an immediate response: the status and message of an
-// error carrying an HTTP status, else 500 with a generic message (err is logged).
-func errorResponse(ctx context.Context, err error) *extprocv3.ProcessingResponse {
-	code, message := http.StatusInternalServerError, "internal error while picking an endpoint"
-	if se, ok := errors.AsType[httpStatusError](err); ok && se.HTTPStatus() >= 400 && se.HTTPStatus() <= 599 {
-		code, message = se.HTTPStatus(), err.Error()
-		log.FromContext(ctx).V(1).Info("Request rejected", "status", code, "reason", message)
-	} else {
-		log.FromContext(ctx).Error(err, "Endpoint pick failed")
-	}
-
-	w := newRecordedResponse()
-	if hs, ok := errors.AsType[headerSetter](err); ok {
-		hs.SetHeaders(w.header)
-	}
-	writeError(w, code, message)
-	mutation := &extprocv3.HeaderMutation{}
-	for key, values := range w.header {
-		for _, v := range values {
-			mutation.SetHeaders = append(mutation.SetHeaders, &corev3.HeaderValueOption{
-				Header:       &corev3.HeaderValue{Key: strings.ToLower(key), RawValue: []byte(v)},
-				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-			})
-		}
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(w.status)},
-			Headers: mutation,
-			Body:    w.body.Bytes(),
-		},
-	}}
-}
-
-// httpStatusError is an error that says which HTTP status answers it.
-type httpStatusError interface {
-	error
-	HTTPStatus() int
-}
-
-// headerSetter is an error whose answer carries headers, such as Retry-After.
-type headerSetter interface {
-	error
-	SetHeaders(http.Header)
-}
-
-// statusError is an httpStatusError raised by the Server itself.
-type statusError struct {
-	status  int
-	message string
-}
-
-func (e *statusError) Error() string   { return e.message }
-func (e *statusError) HTTPStatus() int { return e.status }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,29 +26,34 @@ import (
 
 const endpoint = "10.0.0.7:8000"
 
-// fakePicker records what it is asked and answers with a fixed endpoint or error.
+// fakePicker records what it is asked and answers with a fixed endpoint (and fallbacks)
+// or error.
 type fakePicker struct {
-	endpoint string
-	err      error
+	endpoint  string
+	fallbacks []string
+	err       error
 
 	mu      sync.Mutex
 	calls   int
 	headers http.Header
 	body    []byte
+	subset  map[string]bool
+	served  []string
 
 	released atomic.Int32
 }
 
-func (p *fakePicker) Pick(_ context.Context, headers http.Header, body []byte) (string, func(), error) {
+func (p *fakePicker) Pick(_ context.Context, req extproc.Request) (extproc.Pick, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
-	p.headers = headers
-	p.body = append([]byte(nil), body...)
+	p.headers = req.Headers
+	p.body = append([]byte(nil), req.Body...)
+	p.subset = req.Subset
 	if p.err != nil {
-		return "", nil, p.err
+		return extproc.Pick{}, p.err
 	}
-	return p.endpoint, func() { p.released.Add(1) }, nil
+	return extproc.Pick{Endpoints: append([]string{p.endpoint}, p.fallbacks...), Reservation: fakeReservation{p}}, nil
 }
 
 func (p *fakePicker) pickCalls() (int, http.Header, []byte) {
@@ -55,6 +61,24 @@ func (p *fakePicker) pickCalls() (int, http.Header, []byte) {
 	defer p.mu.Unlock()
 	return p.calls, p.headers, p.body
 }
+
+// servedCalls returns the endpoints the Server reported as served, in order.
+func (p *fakePicker) servedCalls() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.served)
+}
+
+// fakeReservation counts its releases and records what served on its picker.
+type fakeReservation struct{ p *fakePicker }
+
+func (r fakeReservation) Served(endpoint string) {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	r.p.served = append(r.p.served, endpoint)
+}
+
+func (r fakeReservation) Release() { r.p.released.Add(1) }
 
 // waitReleased waits until release has been called at least once, then reports the count.
 func (p *fakePicker) waitReleased(t *testing.T) int32 {
@@ -409,15 +433,34 @@ func TestProcessAnswersPickErrors(t *testing.T) {
 	}
 }
 
-func TestProcessRejectsInvalidEndpointFromPicker(t *testing.T) {
-	p := &fakePicker{endpoint: "not-an-address"}
-	stream, _ := openStream(t, startServer(t, p, extproc.Options{}))
-	send(t, stream, requestHeaders(false), requestBody(`{"model":"m"}`, true))
-	recv(t, stream)
-	checkImmediate(t, recv(t, stream), http.StatusInternalServerError, "server_error", "", "internal error while picking an endpoint")
-	expectEnd(t, stream)
-	if n := p.released.Load(); n != 1 {
-		t.Errorf("released %d times, want 1", n)
+func TestProcessRejectsPickOutsideTheProtocol(t *testing.T) {
+	tests := []struct {
+		name      string
+		picker    *fakePicker
+		subset    []string
+		wantCalls int
+	}{
+		{name: "not an address", picker: &fakePicker{endpoint: "not-an-address"}},
+		{name: "fallback not an address", picker: &fakePicker{endpoint: endpoint, fallbacks: []string{"10.0.0.8"}}},
+		{name: "duplicate endpoint", picker: &fakePicker{endpoint: endpoint, fallbacks: []string{endpoint}}},
+		{name: "outside the subset", picker: &fakePicker{endpoint: endpoint, fallbacks: []string{"10.0.0.9:8000"}},
+			subset: []string{endpoint}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream, _ := openStream(t, startServer(t, tt.picker, extproc.Options{}))
+			headers := requestHeaders(false)
+			if tt.subset != nil {
+				headers = withSubset(headers, tt.subset...)
+			}
+			send(t, stream, headers, requestBody(`{"model":"m"}`, true))
+			recv(t, stream)
+			checkImmediate(t, recv(t, stream), http.StatusInternalServerError, "server_error", "", "internal error while picking an endpoint")
+			expectEnd(t, stream)
+			if n := tt.picker.released.Load(); n != 1 {
+				t.Errorf("released %d times, want 1", n)
+			}
+		})
 	}
 }
 
@@ -539,10 +582,10 @@ type blockingPicker struct {
 	entered chan struct{}
 }
 
-func (p *blockingPicker) Pick(ctx context.Context, _ http.Header, _ []byte) (string, func(), error) {
+func (p *blockingPicker) Pick(ctx context.Context, _ extproc.Request) (extproc.Pick, error) {
 	close(p.entered)
 	<-ctx.Done()
-	return "", nil, ctx.Err()
+	return extproc.Pick{}, ctx.Err()
 }
 
 func TestProcessStopsWaitingPickerWhenStreamEnds(t *testing.T) {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -15,9 +16,9 @@ import (
 )
 
 // pickOverExtProc serves g's endpoint picker for scope over ext_proc on loopback and
-// plays Envoy's part for one request with body: it returns the destination the picker
-// set (empty when it answered immediately), the immediate response's status, and a done
-// func that ends the response (which releases the reservation).
+// plays Envoy's part for one request with body: it returns the primary destination the
+// picker set (empty when it answered immediately), the immediate response's status, and a
+// done func that ends the response (which releases the reservation).
 func pickOverExtProc(t *testing.T, g *gateway.Gateway, scope gateway.PickScope, body []byte) (destination string, status int, done func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,7 +59,7 @@ func pickOverExtProc(t *testing.T, g *gateway.Gateway, scope gateway.PickScope, 
 		}
 		for _, h := range resp.GetRequestBody().GetResponse().GetHeaderMutation().GetSetHeaders() {
 			if h.GetHeader().GetKey() == extproc.DestinationEndpointHeader {
-				destination = string(h.GetHeader().GetRawValue())
+				destination, _, _ = strings.Cut(string(h.GetHeader().GetRawValue()), ",")
 			}
 		}
 		if ir := resp.GetImmediateResponse(); ir != nil {

@@ -1,0 +1,140 @@
+package epp_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchboard-llm/switchboard/internal/testenv"
+	"github.com/switchboard-llm/switchboard/test/epp"
+)
+
+// waitTimeout bounds every wait of the harness.
+const waitTimeout = 30 * time.Second
+
+// TestGatewayPicker runs the EPP protocol suite against the gateway binary's ext_proc
+// picker, scoped to three engine-sim pods that each take one request at a time, without a
+// queue, with two replicas of the picker electing a leader.
+func TestGatewayPicker(t *testing.T) {
+	const ns, model = "epp", "llama-3-8b"
+	c := testenv.Start(t)
+	gateway := testenv.Build(t, "gateway")
+	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	var endpoints []string
+	for _, host := range []string{"127.0.0.103", "127.0.0.104", "127.0.0.105"} {
+		e := testenv.EngineProcess(t, host, model)
+		c.EnginePod(t, ns, "engine-"+host, model, e, map[string]string{"pool": "suite"})
+		endpoints = append(endpoints, e)
+	}
+	// A pod of the namespace outside the picker's selector: never picked.
+	c.EnginePod(t, ns, "outsider", model, testenv.FreeAddr(t, "127.0.0.106"), nil)
+
+	kubeconfig := c.Kubeconfig(t, "gateway")
+	type replica struct {
+		addr string
+		proc *testenv.Process
+		out  *logBuffer
+	}
+	var replicas []replica
+	for _, host := range []string{"127.0.0.100", "127.0.0.101"} {
+		addr := testenv.FreeAddr(t, host)
+		out := &logBuffer{}
+		proc := testenv.RunTo(t, io.MultiWriter(os.Stderr, out), gateway,
+			"--kubeconfig", kubeconfig,
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--ext-proc-bind-address", addr, "--ext-proc-namespace", ns, "--ext-proc-pod-selector", "pool=suite",
+			"--ext-proc-leader-elect",
+			"--max-in-flight-per-endpoint", "1", "--max-queued-per-model", "0")
+		replicas = append(replicas, replica{addr, proc, out})
+	}
+	var leader, follower replica
+	testenv.WaitUntil(t, waitTimeout, "a replica leads", func() bool {
+		for i, r := range replicas {
+			if readiness(t, r.addr) == healthpb.HealthCheckResponse_SERVING {
+				leader, follower = r, replicas[1-i]
+				return true
+			}
+		}
+		return false
+	})
+
+	t.Run("a synced follower is alive and not ready", func(t *testing.T) {
+		testenv.WaitUntil(t, waitTimeout, "the follower's cache is synced", func() bool {
+			return follower.out.contains("Metadata cache synced")
+		})
+		if st := health(t, follower.addr, "liveness"); st != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("follower liveness = %v, want SERVING", st)
+		}
+		for _, svc := range []string{"readiness", "envoy.service.ext_proc.v3.ExternalProcessor"} {
+			if st := health(t, follower.addr, svc); st != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Errorf("follower %s = %v while the other replica leads, want NOT_SERVING", svc, st)
+			}
+		}
+	})
+
+	t.Run("suite", func(t *testing.T) {
+		epp.Run(t, leader.addr, epp.Pool{Model: model, Endpoints: endpoints, MinFallbacks: 2, OneAtATime: true})
+	})
+
+	t.Run("the follower becomes ready when the leader stops", func(t *testing.T) {
+		if err := leader.proc.Stop(t, waitTimeout); err != nil {
+			t.Fatalf("leader exit: %v", err)
+		}
+		testenv.WaitUntil(t, waitTimeout, "the follower is ready", func() bool {
+			return readiness(t, follower.addr) == healthpb.HealthCheckResponse_SERVING
+		})
+	})
+}
+
+// readiness is the readiness health status of the picker at addr.
+func readiness(t *testing.T, addr string) healthpb.HealthCheckResponse_ServingStatus {
+	return health(t, addr, "readiness")
+}
+
+// health is the status of service in the gRPC health of the picker at addr, UNKNOWN when
+// it does not answer.
+func health(t *testing.T, addr, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN
+	}
+	return resp.GetStatus()
+}
+
+// logBuffer keeps a process's output for the test to search.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// contains reports whether the output so far contains s.
+func (b *logBuffer) contains(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Contains(b.buf.String(), s)
+}
