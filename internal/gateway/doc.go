@@ -16,10 +16,12 @@
 // Picker).
 package gateway
 
-// The gateway only reads (DESIGN §1): the objects its cache context watches.
+// The gateway only reads (DESIGN §1) the objects its cache context watches; its one
+// write is the ext_proc picker's Lease, with --ext-proc-leader-elect.
 // +kubebuilder:rbac:groups="",resources=pods;services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies;modeladapters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
 // Secrets are watched metadata-only; only those Gateways' listeners name are read.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
