@@ -12,6 +12,7 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GATEWAY_API_VERSION ?= $(shell go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api)
+GIE_VERSION ?= $(shell go list -m -f '{{.Version}}' sigs.k8s.io/gateway-api-inference-extension)
 
 IMG ?= switchboard:dev
 GO_TEST_FLAGS ?= -race -count=1
@@ -41,13 +42,14 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and the three processes' RBAC role
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
-.PHONY: gateway-api-crds
-gateway-api-crds: ## Vendor the Gateway API standard-channel CRDs from the Go module cache into config/.
-	@hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/crd/gateway-api
+.PHONY: vendor-crds
+vendor-crds: ## Vendor the Gateway API standard-channel CRDs and the Inference Extension's InferencePool CRD from the Go module cache into config/crd/.
+	@hack/vendor-crds.sh sigs.k8s.io/gateway-api $(GATEWAY_API_VERSION) config/crd/standard gateway.networking.k8s.io_ config/crd/gateway-api
+	@hack/vendor-crds.sh sigs.k8s.io/gateway-api-inference-extension $(GIE_VERSION) config/crd/bases inference.networking.k8s.io_ config/crd/inference-extension
 
 .PHONY: verify-generated
 verify-generated: $(CONTROLLER_GEN) ## Fail when generated files differ from what the API markers produce.
-	@hack/verify-generated.sh manifests generate gateway-api-crds
+	@hack/verify-generated.sh manifests generate vendor-crds
 
 .PHONY: fmt
 fmt: ## Run gofmt on the module.

@@ -117,9 +117,10 @@ up() {
       >"$state/kube-controller-manager.log" 2>&1 < /dev/null &
     echo $! > "$state/kube-controller-manager.pid"
   fi
-  log "installing CRDs (Switchboard and Gateway API)"
+  log "installing CRDs (Switchboard, Gateway API, Inference Extension)"
   $kubectl apply --server-side -k "$root/config/crd" >/dev/null
   $kubectl apply --server-side -k "$root/config/crd/gateway-api" >/dev/null
+  $kubectl apply --server-side -k "$root/config/crd/inference-extension" >/dev/null
   $kubectl wait --for condition=Established crd --all --timeout=60s >/dev/null
   log "ready: export KUBECONFIG=$kubeconfig"
 }

@@ -7,7 +7,10 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
 // backendSelection is, for one version of the HTTPRoutes and of the Services, the
@@ -66,16 +69,22 @@ func (s *backendSelections) load(g *Gateway) *backendSelection {
 	return sel
 }
 
-// backendService returns the Service a backendRef of a route in namespace ns names, or
-// the zero key when it names another kind.
+// backendService returns the Service a backendRef of a route in namespace ns names (for
+// an InferencePool, the Service equivalent of the pool), or the zero key when it names
+// another kind.
 func backendService(ns string, ref gatewayv1.BackendObjectReference) types.NamespacedName {
-	if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
-		return types.NamespacedName{}
-	}
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
-	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+	group, kind := ptr.Deref(ref.Group, ""), ptr.Deref(ref.Kind, "Service")
+	switch {
+	case group == "" && kind == "Service":
+		return key
+	case group == routetable.PoolGroup && kind == routetable.PoolKind:
+		return routetable.PoolService(key)
+	}
+	return types.NamespacedName{}
 }
 
 // selectorID identifies what svc selects: its namespace and selector, or, for a Service

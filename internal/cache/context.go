@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
@@ -126,8 +128,11 @@ type Gateway struct {
 
 	// Policies are the RoutingPolicies.
 	Policies *Store[*v1alpha1.RoutingPolicy]
-	// Services are the Services, reduced to their selectors and ports.
+	// Services are the Services, reduced to their selectors and ports, and the
+	// InferencePools as the Services that select their pods (routetable.PoolService).
 	Services *Store[Service]
+	// Pools are the InferencePools.
+	Pools *Store[routetable.Pool]
 	// ReferenceGrants are the ReferenceGrants.
 	ReferenceGrants *Store[*gatewayv1.ReferenceGrant]
 	// Namespaces are the labels of each Namespace, keyed by {Name: namespace}.
@@ -182,7 +187,7 @@ func InitForMetadata(mgr ctrl.Manager, opts Options) (*Metadata, error) {
 
 // InitForGateway builds the gateway's cache context on mgr: Pod (every Pod, for plain
 // Gateway API backends, not only engine Pods), ModelAdapter, RoutingPolicy, Service,
-// HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds, a feed of the
+// InferencePool (when the API server has its CRD), HTTPRoute, Gateway, GatewayClass, ReferenceGrant and Namespace feeds, a feed of the
 // certificates of the Secrets Switchboard's Gateways name (Secrets are watched
 // metadata-only; a named Secret's data is read with mgr's uncached API reader), and the
 // scraper of engine metrics and model listings (of engine Pods only; with
@@ -194,6 +199,7 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		Reader:          c.Reader,
 		Policies:        new(Store[*v1alpha1.RoutingPolicy]),
 		Services:        new(Store[Service]),
+		Pools:           new(Store[routetable.Pool]),
 		Routes:          new(Store[*gatewayv1.HTTPRoute]),
 		Gateways:        new(Store[*gatewayv1.Gateway]),
 		GatewayClasses:  new(Store[*gatewayv1.GatewayClass]),
@@ -214,6 +220,9 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		serviceFeed(g.Services), routeFeed(g.Routes), gatewayFeed(g.Gateways),
 		gatewayClassFeed(g.GatewayClasses), referenceGrantFeed(g.ReferenceGrants),
 		namespaceFeed(g.Namespaces), newCertificateFeed(g.Certificates),
+	}
+	if KnowsKind(mgr, schema.GroupKind{Group: inferencev1.GroupName, Kind: routetable.PoolKind}) {
+		feeds = append(feeds, poolFeed(g.Pools, g.Services))
 	}
 	var err error
 	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {

@@ -226,7 +226,7 @@ type compiledTable struct {
 
 // tableVersions are the versions of every store a route table is built from.
 type tableVersions struct {
-	classes, gateways, routes, grants, namespaces, services, policies, certificates uint64
+	classes, gateways, routes, grants, namespaces, services, pools, policies, certificates uint64
 }
 
 func (g *Gateway) tableVersions() tableVersions {
@@ -234,12 +234,13 @@ func (g *Gateway) tableVersions() tableVersions {
 	return tableVersions{
 		classes: v.GatewayClasses.Version(), gateways: v.Gateways.Version(), routes: v.Routes.Version(),
 		grants: v.ReferenceGrants.Version(), namespaces: v.Namespaces.Version(),
-		services: v.Services.Version(), policies: v.Policies.Version(), certificates: v.Certificates.Version(),
+		services: v.Services.Version(), pools: v.Pools.Version(), policies: v.Policies.Version(),
+		certificates: v.Certificates.Version(),
 	}
 }
 
 // Table returns the route table compiled from the current Gateway API objects, Services,
-// RoutingPolicies and listeners' certificates, rebuilding it if they changed since it
+// InferencePools, RoutingPolicies and listeners' certificates, rebuilding it if they changed since it
 // was last built.
 func (g *Gateway) Table() *routetable.Table {
 	cur := g.table.Load()
@@ -268,6 +269,7 @@ func (g *Gateway) Table() *routetable.Table {
 			_, ok := v.Services.Get(key)
 			return ok
 		},
+		Pool: v.Pools.Get,
 		Policy: func(key types.NamespacedName) (bool, error) {
 			p, ok := v.Policies.Get(key)
 			if !ok {

@@ -42,6 +42,14 @@ func build(t testing.TB, objs ...any) *Table {
 			in.NamespaceLabels = func(ns string) map[string]string { return o[ns] }
 		case services:
 			in.ServiceExists = func(k types.NamespacedName) bool { return slices.Contains(o, k.String()) }
+		case pools:
+			in.Pool = func(k types.NamespacedName) (Pool, bool) {
+				i := slices.IndexFunc(o, func(p Pool) bool { return p.Key == k })
+				if i < 0 {
+					return Pool{}, false
+				}
+				return o[i], true
+			}
 		case policyStates:
 			in.Policy = func(k types.NamespacedName) (bool, error) {
 				err, ok := o[k.String()]
@@ -67,6 +75,9 @@ type namespaceLabels map[string]map[string]string
 
 // services gives Input.ServiceExists: the "namespace/name" of every Service that exists.
 type services []string
+
+// pools gives Input.Pool: the InferencePools that exist.
+type pools []Pool
 
 // policyStates gives Input.Policy: "namespace/name" of every RoutingPolicy that exists →
 // why it is invalid (nil when valid).
@@ -385,6 +396,10 @@ func (b *backendBuilder) OfKind(group, kind string) *backendBuilder {
 	return b
 }
 func (b *backendBuilder) WithoutPort() *backendBuilder { b.b.Port = nil; return b }
+func (b *backendBuilder) WithPort(p int32) *backendBuilder {
+	b.b.Port = ptr(gatewayv1.PortNumber(p))
+	return b
+}
 func (b *backendBuilder) WithFilter(typ gatewayv1.HTTPRouteFilterType) *backendBuilder {
 	b.b.Filters = append(b.b.Filters, gatewayv1.HTTPRouteFilter{Type: typ})
 	return b
@@ -394,6 +409,18 @@ func (b *backendBuilder) WithFilter(typ gatewayv1.HTTPRouteFilterType) *backendB
 // named one).
 func grantServicesIn(to, from string, name ...string) *gatewayv1.ReferenceGrant {
 	return grant(to, "HTTPRoute", from, "Service", name...)
+}
+
+// poolRef is a backendRef to the InferencePool name, without a port.
+func poolRef(name string) *backendBuilder {
+	return service(name, 0).WithoutPort().OfKind(PoolGroup, PoolKind)
+}
+
+// grantPoolsIn lets HTTPRoutes in from reference InferencePools in to.
+func grantPoolsIn(to, from string) *gatewayv1.ReferenceGrant {
+	g := grant(to, "HTTPRoute", from, PoolKind)
+	g.Spec.To[0].Group = PoolGroup
+	return g
 }
 
 // grantSecretsIn lets Gateways in from reference Secrets in to (all of them, or the

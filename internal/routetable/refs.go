@@ -14,13 +14,14 @@ import (
 type resolver struct {
 	grants        grantIndex
 	serviceExists func(types.NamespacedName) bool
+	pool          func(types.NamespacedName) (Pool, bool)
 	policyState   func(types.NamespacedName) (bool, error)
 	certificate   func(types.NamespacedName) (Certificate, bool)
 }
 
 func newResolver(in Input) *resolver {
-	return &resolver{grants: newGrantIndex(in.ReferenceGrants), serviceExists: in.ServiceExists, policyState: in.Policy,
-		certificate: in.Certificate}
+	return &resolver{grants: newGrantIndex(in.ReferenceGrants), serviceExists: in.ServiceExists, pool: in.Pool,
+		policyState: in.Policy, certificate: in.Certificate}
 }
 
 // policy reports whether the RoutingPolicy key exists and why it cannot be applied.
@@ -31,8 +32,8 @@ func (r *resolver) policy(key types.NamespacedName) (bool, error) {
 	return r.policyState(key)
 }
 
-// backend resolves ref, written in a route of routeNamespace, to a Service backend, or
-// says why the gateway cannot send to it.
+// backend resolves ref, written in a route of routeNamespace, to a Service or
+// InferencePool backend, or says why the gateway cannot send to it.
 func (r *resolver) backend(routeNamespace string, ref gatewayv1.BackendRef) (Backend, RejectedBackend, bool) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
@@ -55,9 +56,13 @@ func (r *resolver) backend(routeNamespace string, ref gatewayv1.BackendRef) (Bac
 			Reason: reason, Message: fmt.Sprintf(format, args...),
 		}, false
 	}
+	if group == PoolGroup && kind == PoolKind {
+		return r.poolBackend(routeNamespace, target, weight, reject)
+	}
 	switch {
 	case group != "" || kind != "Service":
-		return reject(gatewayv1.RouteReasonInvalidKind, "backendRef kind %s is not supported: only core Services", groupKind(group, kind))
+		return reject(gatewayv1.RouteReasonInvalidKind, "backendRef kind %s is not supported: only core Services and %s/%s",
+			groupKind(group, kind), PoolGroup, PoolKind)
 	case target.Namespace != routeNamespace && !r.grants.permits(routeKind, routeNamespace, "", "Service", target):
 		return reject(gatewayv1.RouteReasonRefNotPermitted, "no ReferenceGrant in namespace %s permits HTTPRoutes in %s to reference Service %s",
 			target.Namespace, routeNamespace, target.Name)
@@ -67,6 +72,25 @@ func (r *resolver) backend(routeNamespace string, ref gatewayv1.BackendRef) (Bac
 		return reject(gatewayv1.RouteReasonBackendNotFound, "Service %s not found", target)
 	}
 	return Backend{Service: target, Port: int32(*ref.Port), Weight: weight}, RejectedBackend{}, true
+}
+
+// poolBackend resolves a backendRef to the InferencePool target. Its port, optional, is
+// not the pods': the pool's targetPorts are.
+func (r *resolver) poolBackend(routeNamespace string, target types.NamespacedName, weight int32,
+	reject func(gatewayv1.RouteConditionReason, string, ...any) (Backend, RejectedBackend, bool)) (Backend, RejectedBackend, bool) {
+	if target.Namespace != routeNamespace && !r.grants.permits(routeKind, routeNamespace, PoolGroup, PoolKind, target) {
+		return reject(gatewayv1.RouteReasonRefNotPermitted, "no ReferenceGrant in namespace %s permits HTTPRoutes in %s to reference InferencePool %s",
+			target.Namespace, routeNamespace, target.Name)
+	}
+	var pool Pool
+	ok := false
+	if r.pool != nil {
+		pool, ok = r.pool(target)
+	}
+	if !ok {
+		return reject(gatewayv1.RouteReasonBackendNotFound, "InferencePool %s not found", target)
+	}
+	return Backend{Service: PoolService(target), Port: pool.Port, Weight: weight, Pool: &pool}, RejectedBackend{}, true
 }
 
 // certificates resolves the tls.certificateRefs of an HTTPS listener of a Gateway in

@@ -69,6 +69,7 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 			backend.Filters = filters
 			cr.rule.Backends = append(cr.rule.Backends, backend)
 		}
+		cr.poolPolicy(refs, fail)
 		if r.Timeouts != nil {
 			cr.rule.RequestTimeout = timeout("timeouts.request", r.Timeouts.Request, fail)
 			cr.rule.BackendTimeout = timeout("timeouts.backendRequest", r.Timeouts.BackendRequest, fail)
@@ -136,18 +137,37 @@ func (cr *compiledRule) extensionRef(fi int, ref *gatewayv1.LocalObjectReference
 	case rule.Policy != nil:
 		fail(true, "filters[%d]: more than one %s ExtensionRef filter", fi, PolicyKind)
 	default:
-		key := types.NamespacedName{Namespace: rule.Route.Namespace, Name: string(ref.Name)}
-		rule.Policy = &key
-		found, invalid := refs.policy(key)
-		switch {
-		case !found:
-			msg := fmt.Sprintf("RoutingPolicy %s referenced by the route does not exist", key)
-			fail(false, "%s", msg)
-			cr.problems = append(cr.problems, problem{RouteReasonRoutingPolicyNotFound, msg})
-		case invalid != nil:
-			msg := fmt.Sprintf("RoutingPolicy %s is invalid: %v", key, invalid)
-			fail(false, "%s", msg)
-			cr.problems = append(cr.problems, problem{RouteReasonInvalidRoutingPolicy, msg})
+		cr.usePolicy(types.NamespacedName{Namespace: rule.Route.Namespace, Name: string(ref.Name)}, "the route", refs, fail)
+	}
+}
+
+// usePolicy makes the RoutingPolicy key the rule's, referenced by who, and records why
+// it cannot be applied, if it cannot.
+func (cr *compiledRule) usePolicy(key types.NamespacedName, who string, refs *resolver, fail func(bool, string, ...any)) {
+	cr.rule.Policy = &key
+	found, invalid := refs.policy(key)
+	switch {
+	case !found:
+		msg := fmt.Sprintf("RoutingPolicy %s referenced by %s does not exist", key, who)
+		fail(false, "%s", msg)
+		cr.problems = append(cr.problems, problem{RouteReasonRoutingPolicyNotFound, msg})
+	case invalid != nil:
+		msg := fmt.Sprintf("RoutingPolicy %s is invalid: %v", key, invalid)
+		fail(false, "%s", msg)
+		cr.problems = append(cr.problems, problem{RouteReasonInvalidRoutingPolicy, msg})
+	}
+}
+
+// poolPolicy makes the RoutingPolicy of the rule's first InferencePool backend the
+// rule's, unless a filter named one: requests to a pool are inference requests.
+func (cr *compiledRule) poolPolicy(refs *resolver, fail func(bool, string, ...any)) {
+	if cr.rule.Policy != nil {
+		return
+	}
+	for _, b := range cr.rule.Backends {
+		if b.Pool != nil {
+			cr.usePolicy(b.Pool.Policy, "InferencePool "+b.Pool.Key.String(), refs, fail)
+			return
 		}
 	}
 }

@@ -116,7 +116,7 @@ func TestBackends(t *testing.T) {
 		{"other kinds are rejected with their weight", aRule().To(service("engine", 8000), service("imp", 8000).OfKind("multicluster.x-k8s.io", "ServiceImport").Weighted(4)), nil,
 			[]Backend{{Service: nn("team", "engine"), Port: 8000, Weight: 1}},
 			[]RejectedBackend{{Group: "multicluster.x-k8s.io", Kind: "ServiceImport", Target: nn("team", "imp"), Weight: 4, Reason: gatewayv1.RouteReasonInvalidKind,
-				Message: "backendRef kind multicluster.x-k8s.io/ServiceImport is not supported: only core Services"}}},
+				Message: "backendRef kind multicluster.x-k8s.io/ServiceImport is not supported: only core Services and inference.networking.k8s.io/InferencePool"}}},
 		{"Service without port", aRule().To(service("engine", 0).WithoutPort()), nil, nil,
 			[]RejectedBackend{{Kind: "Service", Target: nn("team", "engine"), Weight: 1, Reason: gatewayv1.RouteReasonUnsupportedValue,
 				Message: "backendRef to Service team/engine has no port"}}},
@@ -215,5 +215,64 @@ func TestRuleTimeouts(t *testing.T) {
 	rule.r.Timeouts = &gatewayv1.HTTPRouteTimeouts{Request: new(gatewayv1.Duration("soon"))}
 	if r := ruleOf(t, rule, policyStates{}); r.InvalidFilter != `timeouts.request: "soon" is not a duration` {
 		t.Errorf("an invalid timeout: InvalidFilter %q", r.InvalidFilter)
+	}
+}
+
+// TestPoolBackends checks that an InferencePool backendRef resolves to the pool's pods
+// and port, whatever port it names, within the namespace rules, and makes the rule an
+// inference rule routed by the pool's RoutingPolicy unless a filter names another.
+func TestPoolBackends(t *testing.T) {
+	llm := Pool{Key: nn("team", "llm"), Selector: map[string]string{"app": "llm"}, Port: 8000, Policy: nn("team", "llm")}
+	tuned := llm
+	tuned.Policy = nn("team", "tuned")
+	shared := Pool{Key: nn("models", "shared"), Selector: map[string]string{"app": "shared"}, Port: 9000, Policy: nn("models", "shared")}
+	valid := policyStates{"team/llm": nil, "team/tuned": nil, "team/fast": nil, "models/shared": nil}
+	backend := func(p Pool) []Backend {
+		return []Backend{{Service: PoolService(p.Key), Port: p.Port, Weight: 1, Pool: &p}}
+	}
+	cases := []struct {
+		name         string
+		rule         *ruleBuilder
+		extra        []any
+		want         []Backend
+		wantRejected []RejectedBackend
+		wantPolicy   *types.NamespacedName
+		wantInvalid  string
+	}{
+		{"a pool of the route's namespace", aRule().To(poolRef("llm")), []any{pools{llm}, valid},
+			backend(llm), nil, &llm.Policy, ""},
+		{"a backendRef port is not the pods'", aRule().To(poolRef("llm").WithPort(9999)), []any{pools{llm}, valid},
+			backend(llm), nil, &llm.Policy, ""},
+		{"the pool's annotation names the policy", aRule().To(poolRef("llm")), []any{pools{tuned}, valid},
+			backend(tuned), nil, &tuned.Policy, ""},
+		{"the rule's own policy comes first", aRule().WithPolicy("fast").To(poolRef("llm")), []any{pools{llm}, valid},
+			backend(llm), nil, &types.NamespacedName{Namespace: "team", Name: "fast"}, ""},
+		{"a pool without its policy", aRule().To(poolRef("llm")), []any{pools{llm}, policyStates{}},
+			backend(llm), nil, &llm.Policy, "RoutingPolicy team/llm referenced by InferencePool team/llm does not exist"},
+		{"a missing pool", aRule().To(poolRef("gone")), []any{pools{llm}, valid}, nil,
+			[]RejectedBackend{{Group: PoolGroup, Kind: PoolKind, Target: nn("team", "gone"), Weight: 1, Reason: gatewayv1.RouteReasonBackendNotFound,
+				Message: "InferencePool team/gone not found"}}, nil, ""},
+		{"another namespace without a grant", aRule().To(poolRef("shared").InNamespace("models")), []any{pools{shared}, valid, grantServicesIn("models", "team")}, nil,
+			[]RejectedBackend{{Group: PoolGroup, Kind: PoolKind, Target: nn("models", "shared"), Weight: 1, Reason: gatewayv1.RouteReasonRefNotPermitted,
+				Message: "no ReferenceGrant in namespace models permits HTTPRoutes in team to reference InferencePool shared"}}, nil, ""},
+		{"another namespace with a grant", aRule().To(poolRef("shared").InNamespace("models")), []any{pools{shared}, valid, grantPoolsIn("models", "team")},
+			backend(shared), nil, &shared.Policy, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ruleOf(t, tc.rule, tc.extra...)
+			if !reflect.DeepEqual(r.Backends, tc.want) {
+				t.Errorf("Backends = %+v, want %+v", r.Backends, tc.want)
+			}
+			if !reflect.DeepEqual(r.RejectedBackends, tc.wantRejected) {
+				t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, tc.wantRejected)
+			}
+			if !reflect.DeepEqual(r.Policy, tc.wantPolicy) {
+				t.Errorf("Policy = %v, want %v", r.Policy, tc.wantPolicy)
+			}
+			if r.InvalidFilter != tc.wantInvalid {
+				t.Errorf("InvalidFilter = %q, want %q", r.InvalidFilter, tc.wantInvalid)
+			}
+		})
 	}
 }

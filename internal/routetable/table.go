@@ -57,6 +57,9 @@ type Input struct {
 	// ServiceExists reports whether a Service exists; a backendRef to a missing Service is
 	// rejected (BackendNotFound). Nil means every Service exists.
 	ServiceExists func(types.NamespacedName) bool
+	// Pool returns an InferencePool; a backendRef to a missing pool is rejected
+	// (BackendNotFound). Nil means no pool exists.
+	Pool func(types.NamespacedName) (Pool, bool)
 	// Policy reports whether a RoutingPolicy exists and, if it does, why the gateway
 	// cannot apply it (nil when it can). A rule whose ExtensionRef names a missing or
 	// invalid policy answers 500. Nil means every policy exists and is valid.
@@ -185,10 +188,13 @@ type Rule struct {
 
 // Backend is a backendRef to a core Service.
 type Backend struct {
-	// Service is the referenced Service.
+	// Service is the referenced Service, or for an InferencePool the key of the pool's
+	// pods and port (PoolService).
 	Service types.NamespacedName
-	// Port is the Service port.
+	// Port is the Service port; for an InferencePool, its pods' port.
 	Port int32
+	// Pool is the referenced InferencePool; nil for a Service.
+	Pool *Pool
 	// Weight is the backend's relative share of requests.
 	Weight int32
 	// Filters are the backendRef's own filters, applied after the rule's to the requests

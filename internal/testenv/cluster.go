@@ -159,6 +159,13 @@ var engineSim struct {
 // The binary is built once per test process, into bin/test.
 func EngineProcess(t testing.TB, host, model string, flags ...string) string {
 	t.Helper()
+	return EngineProcessAt(t, FreeAddr(t, host), model, flags...)
+}
+
+// EngineProcessAt is EngineProcess on addr ("ip:port"), for engines that must share a
+// port.
+func EngineProcessAt(t testing.TB, addr, model string, flags ...string) string {
+	t.Helper()
 	engineSim.once.Do(func() {
 		// Test processes of several packages may build at once: each builds to a file of
 		// its own and renames it into place, which is atomic.
@@ -171,7 +178,6 @@ func EngineProcess(t testing.TB, host, model string, flags ...string) string {
 	if engineSim.err != nil {
 		t.Fatal(engineSim.err)
 	}
-	addr := FreeAddr(t, host)
 	Run(t, engineSim.path, append([]string{"--listen", addr, "--model", model}, flags...)...)
 	WaitUntil(t, 30*time.Second, "engine-sim on "+addr+" is healthy", func() bool {
 		resp, err := http.Get("http://" + addr + "/health")

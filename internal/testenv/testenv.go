@@ -63,6 +63,7 @@ func start() (*Cluster, error) {
 		CRDDirectoryPaths: []string{
 			filepath.Join(root, "config", "crd", "bases"),
 			filepath.Join(root, "config", "crd", "gateway-api"),
+			filepath.Join(root, "config", "crd", "inference-extension"),
 		},
 		ErrorIfCRDPathMissing: true,
 	}

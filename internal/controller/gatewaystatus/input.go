@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
@@ -16,7 +17,7 @@ import (
 
 // ReadInput lists through reader, normally the manager's informer cache, everything
 // routetable.Build reads: GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants, and
-// the labels of Namespaces, the existence of Services and the existence and validity
+// the labels of Namespaces, the existence of Services, the InferencePools and the existence and validity
 // (strategies.Validate) of RoutingPolicies. A table built from it is the table the
 // gateway serves from the same objects, but for the certificates of HTTPS listeners:
 // Input.Certificate is left nil (no Secret holds one), because reading Secrets takes the
@@ -32,6 +33,7 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 		grants     gatewayv1.ReferenceGrantList
 		namespaces corev1.NamespaceList
 		services   corev1.ServiceList
+		pools      inferencev1.InferencePoolList
 		policies   v1alpha1.RoutingPolicyList
 	)
 	for _, l := range []struct {
@@ -40,7 +42,7 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 	}{
 		{"gatewayclasses", &classes}, {"gateways", &gateways}, {"httproutes", &routes},
 		{"referencegrants", &grants}, {"namespaces", &namespaces}, {"services", &services},
-		{"routingpolicies", &policies},
+		{"inferencepools", &pools}, {"routingpolicies", &policies},
 	} {
 		if err := reader.List(ctx, l.list); err != nil {
 			return in, fmt.Errorf("list %s: %w", l.what, err)
@@ -62,6 +64,15 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 		existing[client.ObjectKeyFromObject(&services.Items[i])] = true
 	}
 	in.ServiceExists = func(key types.NamespacedName) bool { return existing[key] }
+
+	byPool := make(map[types.NamespacedName]routetable.Pool, len(pools.Items))
+	for i := range pools.Items {
+		byPool[client.ObjectKeyFromObject(&pools.Items[i])] = routetable.PoolOf(&pools.Items[i])
+	}
+	in.Pool = func(key types.NamespacedName) (routetable.Pool, bool) {
+		p, ok := byPool[key]
+		return p, ok
+	}
 
 	byKey := make(map[types.NamespacedName]*v1alpha1.RoutingPolicy, len(policies.Items))
 	for i := range policies.Items {

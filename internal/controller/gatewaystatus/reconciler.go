@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
@@ -56,6 +57,8 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
@@ -84,7 +87,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Binds != nil {
 		b = b.WatchesRawSource(source.Channel(r.Binds.Events(), all))
 	}
-	err := b.
+	b = b.
 		Watches(&gatewayv1.GatewayClass{}, all).
 		Watches(&gatewayv1.Gateway{}, all).
 		Watches(&gatewayv1.HTTPRoute{}, all).
@@ -92,8 +95,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, all).
 		Watches(&corev1.Service{}, all).
 		Watches(&v1alpha1.RoutingPolicy{}, all).
-		Watches(&corev1.Secret{}, certificates, builder.OnlyMetadata).
-		Complete(r)
+		Watches(&corev1.Secret{}, certificates, builder.OnlyMetadata)
+	if servesPools(mgr) {
+		b = b.Watches(&inferencev1.InferencePool{}, all)
+	}
+	err := b.Complete(r)
 	if err != nil {
 		return fmt.Errorf("register %s controller: %w", ControllerName, err)
 	}
@@ -159,6 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, route := range in.Routes {
 		errs = append(errs, r.writeRoute(ctx, route, routes[client.ObjectKeyFromObject(route)]))
 	}
+	errs = append(errs, r.writePools(ctx, table.Routes()))
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
