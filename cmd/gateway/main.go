@@ -11,9 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -26,6 +28,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/leader"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
@@ -45,6 +48,7 @@ func main() {
 	flag.StringVar(&picker.addr, "ext-proc-bind-address", "", "Address of the Envoy ext_proc endpoint picker (gRPC, plaintext); empty disables it.")
 	flag.StringVar(&picker.namespace, "ext-proc-namespace", "", "Namespace of the engine pods the ext_proc picker chooses from; required with --ext-proc-bind-address.")
 	flag.StringVar(&picker.selector, "ext-proc-pod-selector", "", "Label selector of the engine pods the ext_proc picker chooses from, such as app=llama; empty selects every engine pod of --ext-proc-namespace.")
+	flag.StringVar(&picker.pool, "ext-proc-pool", "", "InferencePool (namespace/name) whose pods the ext_proc picker chooses from, with the RoutingPolicy its "+routetable.PoolPolicyAnnotation+" annotation names (else the one named like the pool); replaces --ext-proc-namespace and --ext-proc-pod-selector.")
 	flag.BoolVar(&picker.leaderElect, "ext-proc-leader-elect", false, "Elect one replica's ext_proc picker as the leader through a Lease in --ext-proc-namespace; only the leader reports gRPC readiness, as the Endpoint Picker Protocol asks of several replicas.")
 	flag.StringVar(&picker.leaseName, "ext-proc-leader-election-id", "switchboard-ext-proc", "Name of the Lease of --ext-proc-leader-elect.")
 	flag.StringVar(&listenHost, "listen-host", "", "Host to bind every Gateway's listener ports on instead of each Gateway's own address (for a replica that cannot hold those addresses); empty binds each Gateway's address.")
@@ -151,8 +155,8 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 
 // pickerFlags are the flags of the ext_proc endpoint picker.
 type pickerFlags struct {
-	addr, namespace, selector, leaseName string
-	leaderElect                          bool
+	addr, namespace, selector, pool, leaseName string
+	leaderElect                                bool
 }
 
 // scope returns the picker's scope, or an error naming the flag that is missing or
@@ -160,6 +164,16 @@ type pickerFlags struct {
 func (f pickerFlags) scope() (gateway.PickScope, error) {
 	if f.addr == "" {
 		return gateway.PickScope{}, nil
+	}
+	if f.pool != "" {
+		ns, name, ok := strings.Cut(f.pool, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return gateway.PickScope{}, fmt.Errorf("--ext-proc-pool %q: want namespace/name", f.pool)
+		}
+		if f.namespace != "" || f.selector != "" {
+			return gateway.PickScope{}, errors.New("--ext-proc-pool replaces --ext-proc-namespace and --ext-proc-pod-selector: set one or the other")
+		}
+		return gateway.PickScope{Namespace: ns, Pool: &types.NamespacedName{Namespace: ns, Name: name}}, nil
 	}
 	if f.namespace == "" {
 		return gateway.PickScope{}, errors.New("--ext-proc-namespace is required with --ext-proc-bind-address: the picker never chooses outside an explicit scope")

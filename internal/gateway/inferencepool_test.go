@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -19,7 +20,8 @@ import (
 
 // TestInferencePoolBackend serves an HTTPRoute whose backendRef is an InferencePool: the
 // requests go only to the pool's pods, on its target port, routed by the RoutingPolicy
-// the pool's annotation names; a pool whose policy does not exist answers 500.
+// the pool's annotation names; a pool whose policy does not exist answers 500. The
+// ext_proc picker scoped to the pool picks the same way.
 func TestInferencePoolBackend(t *testing.T) {
 	const pns = "pool-test"
 	c := testenv.Start(t)
@@ -71,7 +73,7 @@ func TestInferencePoolBackend(t *testing.T) {
 	}
 	c.Create(t, class, gw, rr, pool("llm", "rr"), pool("orphan", ""),
 		route("llm", "llm.example", "llm"), route("orphan", "orphan.example", "orphan"))
-	runGateway(t, c, gateway.Options{})
+	g, _ := runGateway(t, c, gateway.Options{})
 	base := "http://" + listener
 
 	testenv.WaitUntil(t, waitTimeout, "the gateway serves the pool", func() bool {
@@ -95,4 +97,22 @@ func TestInferencePoolBackend(t *testing.T) {
 	if status != http.StatusInternalServerError {
 		t.Errorf("a pool without its RoutingPolicy answered %d %s, want 500", status, body)
 	}
+
+	t.Run("as the pool's endpoint picker", func(t *testing.T) {
+		picked := map[string]int{}
+		for range 10 {
+			dest, _, done := pickOverExtProc(t, g, gateway.PickScope{Pool: &types.NamespacedName{Namespace: pns, Name: "llm"}}, chatBody("llama-3-8b", false))
+			picked[dest]++
+			done()
+		}
+		// The pool's round-robin policy alternates between its two pods.
+		if picked[first] != 5 || picked[second] != 5 || len(picked) != 2 {
+			t.Errorf("picked %v, want 5 each of %s and %s", picked, first, second)
+		}
+		_, status, done := pickOverExtProc(t, g, gateway.PickScope{Pool: &types.NamespacedName{Namespace: pns, Name: "orphan"}}, chatBody("llama-3-8b", false))
+		done()
+		if status != http.StatusInternalServerError {
+			t.Errorf("picking for a pool without its RoutingPolicy answered %d, want 500", status)
+		}
+	})
 }

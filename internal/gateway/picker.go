@@ -3,13 +3,17 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/openai"
@@ -17,14 +21,19 @@ import (
 )
 
 // PickScope is the explicit set of engine pods the Envoy ext_proc endpoint picker may
-// choose from: those of one namespace whose labels match a selector. The picker serves no
-// HTTPRoute, so without a scope it would choose among every engine of the cluster.
+// choose from: those of one namespace whose labels match a selector, or those of one
+// InferencePool. The picker serves no HTTPRoute, so without a scope it would choose among
+// every engine of the cluster.
 type PickScope struct {
-	// Namespace is the namespace of the pods; required.
+	// Namespace is the namespace of the pods; required without Pool.
 	Namespace string
 	// Selector selects the pods by label; nil or empty selects every engine pod of the
 	// namespace.
 	Selector labels.Selector
+	// Pool, if set, is the InferencePool whose pods, on its target port, the picker
+	// chooses from, with the pool's RoutingPolicy (routetable.PoolPolicyAnnotation),
+	// as they are when each request arrives; Namespace and Selector are then unused.
+	Pool *types.NamespacedName
 }
 
 // contains reports whether p is in the scope.
@@ -70,7 +79,11 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	if !ok {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
-	cands := model.PodSet().Filter(p.scope.contains)
+	scope, policy, err := p.resolve()
+	if err != nil {
+		return extproc.Pick{}, err
+	}
+	cands := model.PodSet().Filter(scope.contains)
 	if cands.Len() == 0 {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
@@ -80,9 +93,9 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 			return extproc.Pick{}, errNoEndpoint(r.Model)
 		}
 	}
-	router, strategy, err := g.router(nil, "")
+	router, strategy, err := g.router(policy, "")
 	if err != nil {
-		return extproc.Pick{}, errInternal("default strategy: " + err.Error())
+		return extproc.Pick{}, errInternal("routing strategy: " + err.Error())
 	}
 	target, err := g.route(ctx, req.Headers, r, model, router, strategy, cands)
 	if err != nil {
@@ -93,6 +106,36 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 		primary: target, fallbacks: fallbacks(cands, target.Pod),
 	}
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil
+}
+
+// resolve returns the scope of this request and the RoutingPolicy that routes it (nil:
+// the gateway's default strategy): for a pool, its current pods on its target port and
+// its policy.
+func (p *Picker) resolve() (scope poolScope, policy *v1alpha1.RoutingPolicy, err error) {
+	if p.scope.Pool == nil {
+		return poolScope{PickScope: p.scope}, nil, nil
+	}
+	pool, ok := p.g.view.Pools.Get(*p.scope.Pool)
+	if !ok {
+		return poolScope{}, nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
+			Message: fmt.Sprintf("InferencePool %s does not exist.", p.scope.Pool)}
+	}
+	policy, ok = p.g.view.Policies.Get(pool.Policy)
+	if !ok {
+		return poolScope{}, nil, errInvalidBackend(fmt.Sprintf("RoutingPolicy %s of InferencePool %s does not exist.", pool.Policy, pool.Key))
+	}
+	return poolScope{PickScope: PickScope{Namespace: pool.Key.Namespace, Selector: labels.SelectorFromSet(pool.Selector)}, port: pool.Port}, policy, nil
+}
+
+// poolScope is a PickScope as resolved for one request: with port, only the pods that
+// serve on it.
+type poolScope struct {
+	PickScope
+	port int32
+}
+
+func (s poolScope) contains(p *cache.Pod) bool {
+	return s.PickScope.contains(p) && (s.port == 0 || p.Port == s.port)
 }
 
 // fallbacks returns up to MaxFallbacks pods of cands other than primary, fewest requests

@@ -62,22 +62,15 @@ var clusterValues = map[string]map[string][2]string{
 }
 
 func TestDefaultManifests(t *testing.T) {
-	out := kustomizeBuild(t)
-	deps, svcs := parse(t, out)
+	out := kustomizeBuild(t, "config/default")
+	deps, svcs := parse(t, out, namespace)
 
 	t.Run("ServerDryRun", func(t *testing.T) {
 		c := testenv.Start(t)
 		// A dry-run Namespace is not persisted, so the namespaced objects need a real one.
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 		c.Create(t, ns)
-		kubeconfig := c.Kubeconfig(t, "admin")
-		cmd := exec.Command(testenv.Kubectl(), "--kubeconfig", kubeconfig,
-			"apply", "--dry-run=server", "--validate=strict", "-f", "-")
-		cmd.Stdin = bytes.NewReader(out)
-		res, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, res)
-		}
+		res := serverDryRun(t, c, out)
 		for _, d := range deps {
 			if want := "deployment.apps/" + d.Name + " created (server dry run)"; !strings.Contains(string(res), want) {
 				t.Errorf("kubectl output lacks %q:\n%s", want, res)
@@ -264,26 +257,68 @@ func checkGatewayStatusService(t *testing.T, endpoint string, svcs []*corev1.Ser
 	t.Errorf("--gateway-status-endpoints=%s names no Service of config/default", endpoint)
 }
 
-// kustomizeBuild runs bin/kustomize build config/default.
-func kustomizeBuild(t *testing.T) []byte {
+// TestInferenceExtensionSamples checks config/samples/gie, Switchboard as the endpoint
+// picker of an InferencePool behind an Envoy-based gateway: a real API server with the
+// Inference Extension's CRD accepts every object, and the picker's Deployment runs the
+// gateway binary with flags it has.
+func TestInferenceExtensionSamples(t *testing.T) {
+	out := kustomizeBuild(t, "config/samples/gie")
+	res := serverDryRun(t, testenv.Start(t), out)
+	for _, want := range []string{"inferencepool.inference.networking.k8s.io/llama-3-8b created (server dry run)",
+		"deployment.apps/switchboard-epp created (server dry run)", "httproute.gateway.networking.k8s.io/llama-3-8b-pool created (server dry run)"} {
+		if !strings.Contains(string(res), want) {
+			t.Errorf("kubectl output lacks %q:\n%s", want, res)
+		}
+	}
+	deps, _ := parse(t, out, "default")
+	d, ok := deps["switchboard-epp"]
+	if !ok {
+		t.Fatal("no Deployment switchboard-epp in config/samples/gie")
+	}
+	known := binaryFlags(t, "gateway")
+	for f := range parseArgs(t, d.Spec.Template.Spec.Containers[0].Args) {
+		if !known[f] {
+			t.Errorf("the picker's args pass --%s, which gateway does not define", f)
+		}
+	}
+}
+
+// serverDryRun applies the manifests out to c with kubectl apply --dry-run=server and
+// strict field validation, failing t if the API server refuses any, and returns
+// kubectl's output.
+func serverDryRun(t *testing.T, c *testenv.Cluster, out []byte) []byte {
+	t.Helper()
+	cmd := exec.Command(testenv.Kubectl(), "--kubeconfig", c.Kubeconfig(t, "admin"),
+		"apply", "--dry-run=server", "--validate=strict", "-f", "-")
+	cmd.Stdin = bytes.NewReader(out)
+	res, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, res)
+	}
+	return res
+}
+
+// kustomizeBuild runs bin/kustomize build on dir, relative to the repository root.
+func kustomizeBuild(t *testing.T, dir string) []byte {
 	t.Helper()
 	kustomize := filepath.Join(root, "bin", "kustomize")
 	if _, err := os.Stat(kustomize); err != nil {
 		t.Fatalf("%v (make tools installs it)", err)
 	}
-	cmd := exec.Command(kustomize, "build", filepath.Join(root, "config", "default"))
+	cmd := exec.Command(kustomize, "build", filepath.Join(root, dir))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kustomize build config/default: %v\n%s", err, stderr.Bytes())
+		t.Fatalf("kustomize build %s: %v\n%s", dir, err, stderr.Bytes())
 	}
 	return out
 }
 
-// parse returns the Deployments (by name) and Services of a multi-document YAML stream;
-// unknown fields are left to the API server's strict validation in ServerDryRun.
-func parse(t *testing.T, out []byte) (map[string]*appsv1.Deployment, []*corev1.Service) {
+// parse returns the Deployments (by name), all in namespace ns, and the Services of a
+// multi-document YAML stream; unknown fields are left to the API server's strict
+// validation in serverDryRun.
+func parse(t *testing.T, out []byte, ns string) (map[string]*appsv1.Deployment, []*corev1.Service) {
 	t.Helper()
 	deps := map[string]*appsv1.Deployment{}
 	var svcs []*corev1.Service
@@ -298,8 +333,8 @@ func parse(t *testing.T, out []byte) (map[string]*appsv1.Deployment, []*corev1.S
 			if err := yaml.Unmarshal([]byte(doc), d); err != nil {
 				t.Fatalf("parse Deployment: %v", err)
 			}
-			if d.Namespace != namespace {
-				t.Errorf("Deployment %s in namespace %q, want %s", d.Name, d.Namespace, namespace)
+			if d.Namespace != ns {
+				t.Errorf("Deployment %s in namespace %q, want %s", d.Name, d.Namespace, ns)
 			}
 			deps[d.Name] = d
 		case "Service":
