@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +17,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 	"github.com/switchboard-llm/switchboard/test/epp"
 )
@@ -24,21 +28,39 @@ import (
 const waitTimeout = 30 * time.Second
 
 // TestGatewayPicker runs the EPP protocol suite against the gateway binary's ext_proc
-// picker, scoped to three engine-sim pods that each take one request at a time, without a
-// queue, with two replicas of the picker electing a leader.
+// picker as the endpoint picker of an InferencePool of three engine-sim pods that each
+// take one request at a time, without a queue, with two replicas of the picker electing
+// a leader.
 func TestGatewayPicker(t *testing.T) {
 	const ns, model = "epp", "llama-3-8b"
 	c := testenv.Start(t)
 	gateway := testenv.Build(t, "gateway")
 	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	var endpoints []string
-	for _, host := range []string{"127.0.0.103", "127.0.0.104", "127.0.0.105"} {
-		e := testenv.EngineProcess(t, host, model)
-		c.EnginePod(t, ns, "engine-"+host, model, e, map[string]string{"pool": "suite"})
-		endpoints = append(endpoints, e)
+	// The pool's pods serve on one target port.
+	first := testenv.EngineProcess(t, "127.0.0.103", model)
+	_, port, _ := net.SplitHostPort(first)
+	endpoints := []string{first}
+	for _, host := range []string{"127.0.0.104", "127.0.0.105"} {
+		endpoints = append(endpoints, testenv.EngineProcessAt(t, net.JoinHostPort(host, port), model))
 	}
-	// A pod of the namespace outside the picker's selector: never picked.
-	c.EnginePod(t, ns, "outsider", model, testenv.FreeAddr(t, "127.0.0.106"), nil)
+	for i, e := range endpoints {
+		c.EnginePod(t, ns, "engine-"+strconv.Itoa(i), model, e, map[string]string{"pool": "suite"})
+	}
+	// A pod of the namespace outside the pool's selector: never picked.
+	c.EnginePod(t, ns, "outsider", model, net.JoinHostPort("127.0.0.106", port), nil)
+	targetPort, _ := strconv.Atoi(port)
+	c.Create(t,
+		&inferencev1.InferencePool{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "suite"},
+			Spec: inferencev1.InferencePoolSpec{
+				Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"pool": "suite"}},
+				TargetPorts: []inferencev1.Port{{Number: inferencev1.PortNumber(targetPort)}},
+			},
+		},
+		// The pool's RoutingPolicy, named like it.
+		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "suite"},
+			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}},
+	)
 
 	kubeconfig := c.Kubeconfig(t, "gateway")
 	type replica struct {
@@ -53,7 +75,7 @@ func TestGatewayPicker(t *testing.T) {
 		proc := testenv.RunTo(t, io.MultiWriter(os.Stderr, out), gateway,
 			"--kubeconfig", kubeconfig,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-			"--ext-proc-bind-address", addr, "--ext-proc-namespace", ns, "--ext-proc-pod-selector", "pool=suite",
+			"--ext-proc-bind-address", addr, "--ext-proc-pool", ns+"/suite",
 			"--ext-proc-leader-elect",
 			"--max-in-flight-per-endpoint", "1", "--max-queued-per-model", "0")
 		replicas = append(replicas, replica{addr, proc, out})
