@@ -41,4 +41,8 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("a standby manager takes over from a killed leader and unloads no adapter from a pod that stayed Ready", managerFailover)
 		It("an API server restart under traffic fails no request, and the gateway catches up", apiServerRestart)
 	})
+
+	Context("soak (make soak)", func() {
+		It("ten minutes of traffic under chaos", Label("soak"), soak)
+	})
 })

@@ -93,7 +93,7 @@ func TestE2E(t *testing.T) {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	suiteConfig, reporterConfig := GinkgoConfiguration()
-	suiteConfig.Timeout = 5 * time.Minute
+	suiteConfig.Timeout = 5*time.Minute + soakDuration()
 	reporterConfig.NoColor = true // the processes' logs share the output
 	RunSpecs(t, "Switchboard end-to-end", suiteConfig, reporterConfig)
 }
