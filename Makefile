@@ -100,6 +100,15 @@ conformance-run: ## Run the conformance suite with its report in CONFORMANCE_REP
 	  sed -n '/^\*\*/p' $${CONFORMANCE_REPORT_DIR:-$(LOCALBIN)/conformance}/README.md 2>/dev/null; \
 	  [ $$rc = 0 ] || echo "conformance: failed (rc $$rc); the suite's log is $(LOCALBIN)/conformance/suite.log"; exit $$rc
 
+##@ Soak
+
+.PHONY: soak
+soak: k8s-tools ## Chaos soak, not part of make test (test/e2e, label soak): SOAK_DURATION (default 10m) of streamed and plain chat through two gateway replicas while pods churn, engines crash, the API server restarts, the manager's leader is killed and a gateway replica is rolled; prints and writes the counts to docs/soak.md, log in bin/soak.log.
+	@mkdir -p $(LOCALBIN)
+	@SWITCHBOARD_SOAK=1 SOAK_REPORT=$(CURDIR)/docs/soak.md KUBEBUILDER_ASSETS=$(K8S_BIN) go test $(GO_TEST_FLAGS) -timeout 3h ./test/e2e \
+	  -run '^TestE2E$$' -ginkgo.label-filter=soak -ginkgo.v > $(LOCALBIN)/soak.log 2>&1 && rc=0 || rc=$$?; \
+	  cat docs/soak.md 2>/dev/null; [ $$rc = 0 ] || echo "soak: failed (rc $$rc); its log is $(LOCALBIN)/soak.log"; exit $$rc
+
 ##@ Build
 
 .PHONY: build

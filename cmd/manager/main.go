@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -28,8 +29,10 @@ type options struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
 	leaderElectionNamespace string
-	addressPool             *gatewaystatus.AddressPool
-	gatewayStatusEndpoints  []string
+	// leaseDuration, renewDeadline and retryPeriod time the leader election.
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	addressPool                               *gatewaystatus.AddressPool
+	gatewayStatusEndpoints                    []string
 }
 
 func main() {
@@ -39,6 +42,12 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect one active manager among replicas with a Lease.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "switchboard-system",
 		"Namespace of the leader-election Lease (outside a cluster it must be set).")
+	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits after the leader's last renewal before taking its Lease.")
+	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader retries renewing its Lease before it stops leading (and exits).")
+	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often replicas try to acquire or renew the Lease.")
 	pool := gatewaystatus.DefaultAddressPool
 	flag.Func("gateway-address-pool",
 		"Addresses for Gateways without spec.addresses: a CIDR prefix (127.0.1.0/24) or a range first-last (default "+pool+").",
@@ -88,6 +97,9 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "switchboard-manager.inference.switchboard.dev",
 		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -60,14 +60,21 @@ type trigger struct {
 	keys   handler.MapFunc
 }
 
-// register adds the feed's controller, named after role and kind, to mgr.
+// register adds the feed's controller, named after role and kind, to mgr. The controller
+// runs on every replica of mgr, without leader election.
 func (f *feed[T]) register(mgr ctrl.Manager, role string) error {
 	f.reader = mgr.GetCache()
 	b := builder.ControllerManagedBy(mgr).
 		Named(role+"-cache-"+f.kind).
 		For(f.newObject(), builder.WithPredicates(f.predicates...)).
-		// Names are unique per role; many caches may live in one test process.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)})
+		WithOptions(controller.Options{
+			// Names are unique per role; many caches may live in one test process.
+			SkipNameValidation: ptr.To(true),
+			// Every replica keeps its cache current, leader or not, so that a standby
+			// taking over acts on the API server's state rather than on what it first
+			// listed.
+			NeedLeaderElection: ptr.To(false),
+		})
 	for _, t := range f.triggers {
 		b = b.Watches(t.object, handler.EnqueueRequestsFromMapFunc(t.keys))
 	}

@@ -100,17 +100,23 @@ func (c *Cluster) SetPodReady(t testing.TB, pod *corev1.Pod, ip string, ready bo
 // cleanly.
 func (c *Cluster) RunManager(t testing.TB, setup func(ctrl.Manager) error) {
 	t.Helper()
+	c.RunManagerWith(t, ctrl.Options{}, setup)
+}
+
+// RunManagerWith is RunManager with the manager's other options, such as leader
+// election, taken from opts.
+func (c *Cluster) RunManagerWith(t testing.TB, opts ctrl.Options, setup func(ctrl.Manager) error) {
+	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme:                 s,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Tests run several managers with the same controllers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	opts.Scheme = s
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	// Tests run several managers with the same controllers in one process.
+	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	mgr, err := ctrl.NewManager(c.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

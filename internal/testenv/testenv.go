@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -236,6 +237,27 @@ func (p *Process) Stop(t testing.TB, timeout time.Duration) error {
 	case <-time.After(timeout):
 		t.Fatalf("%s did not stop within %v", p.cmd.Path, timeout)
 		return nil
+	}
+}
+
+// Kill sends SIGKILL, as a crash or a node failure would, and waits until the process
+// has exited.
+func (p *Process) Kill(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+	p.exited <- <-p.exited
+}
+
+// Exited reports, without blocking, whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true
+	default:
+		return false
 	}
 }
 

@@ -187,9 +187,12 @@ func (s *system) enginesIdleSince(model string, since time.Time) bool {
 }
 
 // gatewayMetricsText returns the primary gateway's Prometheus exposition.
-func (s *system) gatewayMetricsText() (string, error) {
+func (s *system) gatewayMetricsText() (string, error) { return metricsText(s.gatewayMetrics) }
+
+// metricsText returns the Prometheus exposition served on addr.
+func metricsText(addr string) (string, error) {
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + s.gatewayMetrics + "/metrics")
+	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return "", err
 	}

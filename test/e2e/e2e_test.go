@@ -38,6 +38,11 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("an engine crash mid-stream fails that stream only", engineCrashMidStream)
 		It("two gateway replicas serve the same route and place sessions alike", twoReplicas)
 		It("a gateway restart fails requests only while it restarts", gatewayRestart)
+		It("a standby manager takes over from a killed leader and unloads no adapter from a pod that stayed Ready", managerFailover)
 		It("an API server restart under traffic fails no request, and the gateway catches up", apiServerRestart)
+	})
+
+	Context("soak (make soak)", func() {
+		It("ten minutes of traffic under chaos", Label("soak"), soak)
 	})
 })

@@ -210,12 +210,8 @@ func engineCrashMidStream() {
 // 127.0.0.2; both replicas answer, and place a new session on the same pod without
 // sharing state.
 func twoReplicas() {
-	loopback := func() string { return testenv.FreeAddr(GinkgoTB(), "127.0.0.1") }
-	probes := loopback()
-	second := testenv.Run(GinkgoTB(), sys.binary("gateway"), "--kubeconfig", sys.kubeconfig,
-		"--listen-host", "127.0.0.2", "--ext-proc-bind-address", loopback(), "--ext-proc-namespace", ns,
-		"--metrics-bind-address", loopback(), "--health-probe-bind-address", probes, "--drain-timeout", "5s")
-	Eventually(func() bool { return httpOK("http://" + probes + "/readyz") }).Should(BeTrue())
+	second := sys.startGatewayReplica(GinkgoTB(), "127.0.0.2")
+	Eventually(second.ready).Should(BeTrue())
 	// Wait until the replica routes to every pod, so that both see the same candidates.
 	pods := sys.routable(model)
 	Expect(pods).NotTo(BeEmpty())

@@ -74,8 +74,11 @@ type system struct {
 	gatewayArgs    []string
 	gatewayMetrics string
 	gatewayProbes  string
-	metadata       string   // the metadata service's API address
-	engines        []string // addresses of llama-0..2
+	// manager is the manager replica the suite started; a failover spec replaces it with
+	// the replica that took over.
+	manager  *managerReplica
+	metadata string   // the metadata service's API address
+	engines  []string // addresses of llama-0..2
 }
 
 var sys *system
@@ -90,7 +93,7 @@ func TestE2E(t *testing.T) {
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	suiteConfig, reporterConfig := GinkgoConfiguration()
-	suiteConfig.Timeout = 5 * time.Minute
+	suiteConfig.Timeout = 5*time.Minute + soakDuration()
 	reporterConfig.NoColor = true // the processes' logs share the output
 	RunSpecs(t, "Switchboard end-to-end", suiteConfig, reporterConfig)
 }
@@ -144,11 +147,9 @@ func startSystem(t *testing.T) *system {
 	}
 
 	loopback := func() string { return testenv.FreeAddr(t, "127.0.0.1") }
-	managerProbes := loopback()
 	s.gatewayMetrics, s.gatewayProbes = loopback(), loopback()
-	testenv.Run(t, s.binary("manager"), "--kubeconfig", s.kubeconfig,
-		"--leader-election-namespace", "switchboard-system", "--gateway-status-endpoints", s.gatewayMetrics,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", managerProbes)
+	s.manager = s.startManager(t)
+	managerProbes := s.manager.probes
 
 	s.gatewayArgs = []string{"--kubeconfig", s.kubeconfig,
 		"--ext-proc-bind-address", loopback(), "--ext-proc-namespace", ns,
@@ -181,10 +182,17 @@ func startSystem(t *testing.T) *system {
 // test ends, waits until it is healthy and returns its address.
 func (s *system) startEngine(t testing.TB, host, model string, flags ...string) string {
 	addr := testenv.FreeAddr(t, host)
-	args := append([]string{"--listen", addr, "--model", model, "--time-scale", timeScale, "--lora-load-time", "10ms"}, flags...)
-	testenv.Run(t, s.binary("engine-sim"), args...)
-	testenv.WaitUntil(t, 30*time.Second, "engine-sim on "+addr+" is healthy", func() bool { return httpOK("http://" + addr + "/health") })
+	s.runEngine(t, addr, model, flags...)
 	return addr
+}
+
+// runEngine runs an engine-sim process serving model on addr until the test ends, waits
+// until it is healthy and returns it.
+func (s *system) runEngine(t testing.TB, addr, model string, flags ...string) *testenv.Process {
+	args := append([]string{"--listen", addr, "--model", model, "--time-scale", timeScale, "--lora-load-time", "10ms"}, flags...)
+	p := testenv.Run(t, s.binary("engine-sim"), args...)
+	testenv.WaitUntil(t, 30*time.Second, "engine-sim on "+addr+" is healthy", func() bool { return httpOK("http://" + addr + "/health") })
+	return p
 }
 
 // binary returns the path of the built command name.

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
+)
+
+// tappedEngine is an engine-sim process with an HTTP proxy in front of it on the same
+// host, which records every adapter unload the engine is asked for. Its pods name the
+// proxy's port in switchboard.dev/port, the port the manager (adapter admin API) and the
+// scrapers (metrics, model listings) use, and the engine's own port as the container
+// port their Service targets, which the gateway's requests take.
+type tappedEngine struct {
+	s                 *system
+	host, engine, tap string // the host, the engine's and the proxy's addresses
+	model             string
+	flags             []string // further engine-sim flags, for a restart
+	proc              *testenv.Process
+
+	mu      sync.Mutex
+	unloads []unloadCall
+}
+
+// unloadCall is one request to unload an adapter, as the proxy saw it arrive.
+type unloadCall struct {
+	adapter string
+	at      time.Time
+}
+
+// String describes the call.
+func (u unloadCall) String() string { return u.adapter + " at " + u.at.Format(time.StampMilli) }
+
+// startTappedEngine runs an engine-sim process serving model on a free port of host, and
+// its proxy on another, until the test ends.
+func (s *system) startTappedEngine(t testing.TB, host, model string, flags ...string) *tappedEngine {
+	e := &tappedEngine{s: s, host: host, engine: testenv.FreeAddr(t, host), model: model, flags: flags}
+	e.proc = s.runEngine(t, e.engine, model, flags...)
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tap = ln.Addr().String()
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: e.engine})
+	// An engine that is down answers 502 through the proxy, silently.
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	srv := &http.Server{Handler: e.recording(proxy)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return e
+}
+
+// recording records the adapter unloads of the requests it passes to next.
+func (e *tappedEngine) recording(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/unload_lora_adapter" {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			var req struct {
+				Name string `json:"lora_name"`
+			}
+			_ = json.Unmarshal(body, &req)
+			e.mu.Lock()
+			e.unloads = append(e.unloads, unloadCall{adapter: req.Name, at: time.Now()})
+			e.mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unloadCalls returns the unloads the engine was asked for so far.
+func (e *tappedEngine) unloadCalls() []unloadCall {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]unloadCall(nil), e.unloads...)
+}
+
+// crash kills the engine process, as an out-of-memory kill would.
+func (e *tappedEngine) crash(t testing.TB) { e.proc.Kill(t) }
+
+// restart starts the engine again on its address, without the adapters it had.
+func (e *tappedEngine) restart(t testing.TB) {
+	e.proc = e.s.runEngine(t, e.engine, e.model, e.flags...)
+}
+
+// pod registers a Pod ns/name for the engine, labelled with labels too, and marks it
+// Running and Ready.
+func (e *tappedEngine) pod(t testing.TB, ns, name string, labels map[string]string) *corev1.Pod {
+	_, tapPort, _ := net.SplitHostPort(e.tap)
+	_, enginePort, _ := net.SplitHostPort(e.engine)
+	port, _ := strconv.Atoi(enginePort)
+	all := map[string]string{v1alpha1.LabelModel: e.model, v1alpha1.LabelPort: tapPort}
+	for k, v := range labels {
+		all[k] = v
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
+			Ports: []corev1.ContainerPort{{Name: testenv.EnginePort, ContainerPort: int32(port)}}}}},
+	}
+	e.s.cluster.Create(t, p)
+	e.s.cluster.SetPodReady(t, p, e.host, true)
+	return p
+}
+
+// models returns the models the engine lists: its base model and loaded adapters.
+func (e *tappedEngine) models() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.engine+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New("list models: " + resp.Status)
+	}
+	var list struct {
+		Data []struct{ ID string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
