@@ -21,6 +21,7 @@ var _ = Describe("Switchboard", Ordered, ContinueOnFailure, func() {
 		It("a cross-namespace backendRef serves only once a ReferenceGrant permits it", tenantIsolation)
 		It("backend weights split traffic 90/10, and weight 0 drains a backend", weightedSplit)
 		It("a Gateway whose port or address the gateway cannot bind is not programmed until it can", unbindableGateways)
+		It("an HTTPRoute to an InferencePool is served with the pool's policy and the pool's status names the Gateway", inferencePoolRoute)
 	})
 
 	Context("OpenAI APIs", func() {
