@@ -33,6 +33,9 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	addressPool                               *gatewaystatus.AddressPool
 	gatewayStatusEndpoints                    []string
+	// adapterLoadTimeout and adapterConcurrency tune the ModelAdapter controller.
+	adapterLoadTimeout time.Duration
+	adapterConcurrency int
 }
 
 func main() {
@@ -48,6 +51,10 @@ func main() {
 		"How long the leader retries renewing its Lease before it stops leading (and exits).")
 	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second,
 		"How often replicas try to acquire or renew the Lease.")
+	flag.DurationVar(&o.adapterLoadTimeout, "adapter-load-timeout", modeladapter.DefaultLoadTimeout,
+		"Longest one engine may take to load a LoRA adapter before that load fails and is retried.")
+	flag.IntVar(&o.adapterConcurrency, "adapter-max-concurrent-reconciles", modeladapter.DefaultMaxConcurrentReconciles,
+		"ModelAdapters reconciled at once, so that a slow engine delays only its own adapters.")
 	pool := gatewaystatus.DefaultAddressPool
 	flag.Func("gateway-address-pool",
 		"Addresses for Gateways without spec.addresses: a CIDR prefix (127.0.1.0/24) or a range first-last (default "+pool+").",
@@ -110,7 +117,9 @@ func run(o options) error {
 		return err
 	}
 	// 3. ModelAdapter placement and LoRA lifecycle.
-	if err := (&modeladapter.Reconciler{Client: mgr.GetClient(), Pods: view}).SetupWithManager(mgr); err != nil {
+	adapters := &modeladapter.Reconciler{Client: mgr.GetClient(), Pods: view,
+		LoadTimeout: o.adapterLoadTimeout, MaxConcurrentReconciles: o.adapterConcurrency}
+	if err := adapters.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ModelAdapter controller: %w", err)
 	}
 	// 4. RoutingPolicy status: acceptance, attachment and ready endpoints.
