@@ -131,12 +131,7 @@ func TestBackends(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ruleOf(t, tc.rule, tc.extra...)
-			if !reflect.DeepEqual(r.Backends, tc.want) {
-				t.Errorf("Backends = %+v, want %+v", r.Backends, tc.want)
-			}
-			if !reflect.DeepEqual(r.RejectedBackends, tc.wantRejected) {
-				t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, tc.wantRejected)
-			}
+			checkBackends(t, r, tc.want, tc.wantRejected)
 		})
 	}
 }
@@ -218,6 +213,17 @@ func TestRuleTimeouts(t *testing.T) {
 	}
 }
 
+// checkBackends checks r's usable and rejected backends.
+func checkBackends(t *testing.T, r *Rule, want []Backend, wantRejected []RejectedBackend) {
+	t.Helper()
+	if !reflect.DeepEqual(r.Backends, want) {
+		t.Errorf("Backends = %+v, want %+v", r.Backends, want)
+	}
+	if !reflect.DeepEqual(r.RejectedBackends, wantRejected) {
+		t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, wantRejected)
+	}
+}
+
 // TestPoolBackends checks that an InferencePool backendRef resolves to the pool's pods
 // and port, whatever port it names, within the namespace rules, and makes the rule an
 // inference rule routed by the pool's RoutingPolicy unless a filter names another.
@@ -261,12 +267,7 @@ func TestPoolBackends(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ruleOf(t, tc.rule, tc.extra...)
-			if !reflect.DeepEqual(r.Backends, tc.want) {
-				t.Errorf("Backends = %+v, want %+v", r.Backends, tc.want)
-			}
-			if !reflect.DeepEqual(r.RejectedBackends, tc.wantRejected) {
-				t.Errorf("RejectedBackends = %+v, want %+v", r.RejectedBackends, tc.wantRejected)
-			}
+			checkBackends(t, r, tc.want, tc.wantRejected)
 			if !reflect.DeepEqual(r.Policy, tc.wantPolicy) {
 				t.Errorf("Policy = %v, want %v", r.Policy, tc.wantPolicy)
 			}

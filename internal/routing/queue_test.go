@@ -164,45 +164,6 @@ func TestQueueCancelledRequestLeavesAtOnce(t *testing.T) {
 	}
 }
 
-// TestQueueStress routes many requests through a small capacity from many goroutines,
-// some of them cancelled, and checks that every request settles and every counter
-// returns to zero.
-func TestQueueStress(t *testing.T) {
-	fleet := routingtest.NewFleet("llama", 4)
-	q := queueIn(routing.NewAdmission(cacheTracker), 2, routing.QueueOptions{MaxQueued: 1000})
-	var wg sync.WaitGroup
-	for i := range 400 {
-		wg.Go(func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			rc := route(ctx, q, fleet)
-			if i%7 == 0 {
-				cancel()
-			}
-			tg, err := rc.Wait()
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("request %d: %v", i, err)
-				}
-				return
-			}
-			if n := tg.Pod.Load().InFlight(); n > 2 {
-				t.Errorf("pod %s has %d in flight, over the cap of 2", tg.Pod.Key, n)
-			}
-			tg.Release(1)
-		})
-	}
-	wg.Wait()
-	for i := range 4 {
-		if n := fleet.Pod(i).Load().InFlight(); n != 0 {
-			t.Errorf("pod %d: %d still in flight", i, n)
-		}
-	}
-	if n := waiting(fleet); n != 0 {
-		t.Errorf("%d still waiting", n)
-	}
-}
-
 // TestAdmissionWakesWaitersOfEveryRouter checks that capacity freed by one router's
 // request wakes a request queued by another router on the same pods (two policies
 // sharing one Service), and by a synchronous router's, so that nobody waits for a
@@ -298,11 +259,11 @@ func TestQueueWaitLimit(t *testing.T) {
 	mustResolve(t, "request after the timeout", route(context.Background(), q, fleet)).Release(0)
 }
 
-// TestAdmissionStressAcrossRouters routes requests through three routers sharing one
-// Admission, each request with a random subset of the pods as candidates, some
-// cancelled, some timing out, and checks that every request settles within the cap and
-// every counter returns to zero.
-func TestAdmissionStressAcrossRouters(t *testing.T) {
+// TestQueueStress routes many requests from many goroutines through three routers
+// sharing one Admission (two queueing, one with a wait limit, and a synchronous one),
+// each request with its own subset of the pods as candidates, some cancelled, and checks
+// that every request settles within the cap and every counter returns to zero.
+func TestQueueStress(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 4)
 	a := routing.NewAdmission(cacheTracker)
 	routers := []routing.Router{
