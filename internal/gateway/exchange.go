@@ -177,6 +177,7 @@ func (x *exchange) proxy() {
 			lastFailure = errModelNotFound(x.req.Model)
 		}
 		attempt++
+		x.g.metrics.retries.Inc()
 		if exclude == nil {
 			exclude = make(map[*cache.Pod]bool)
 		}

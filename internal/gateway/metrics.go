@@ -25,6 +25,8 @@ type metrics struct {
 	load         loadCollector
 	// ejections counts outlier ejections by the endpoint's namespace.
 	ejections *prometheus.CounterVec
+	// retries counts requests tried again on another endpoint.
+	retries prometheus.Counter
 	// ejected returns the number of endpoints ejected now; set by New.
 	ejected func() int
 }
@@ -63,6 +65,10 @@ func newMetrics(view *cache.Gateway) *metrics {
 			Name: "switchboard_gateway_ejections_total",
 			Help: "Endpoints ejected by outlier detection after consecutive failures, by the endpoint's namespace.",
 		}, []string{"namespace"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_gateway_retries_total",
+			Help: "Inference requests tried again on another endpoint after a connection failure, a 5xx answer or an engine that no longer serves the model.",
+		}),
 	}
 }
 
@@ -73,7 +79,7 @@ func (g *Gateway) Register(r prometheus.Registerer) error {
 		Help: "Endpoints currently ejected by outlier detection.",
 	}, func() float64 { return float64(g.metrics.ejected()) })
 	for _, c := range []prometheus.Collector{g.metrics.requests, g.metrics.routing, g.metrics.overhead, g.metrics.prefix,
-		g.metrics.prefixTrimmed, g.metrics.bindFailures, g.metrics.load, g.metrics.ejections, ejected} {
+		g.metrics.prefixTrimmed, g.metrics.bindFailures, g.metrics.load, g.metrics.ejections, g.metrics.retries, ejected} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

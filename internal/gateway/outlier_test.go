@@ -126,10 +126,15 @@ func TestOutlierDetection(t *testing.T) {
 		t.Error("the failing pod llama-3 is not ejected")
 	}
 	got := map[string]float64{}
-	for _, name := range []string{"switchboard_gateway_ejections_total", "switchboard_gateway_ejected_endpoints"} {
+	for _, name := range []string{"switchboard_gateway_ejections_total", "switchboard_gateway_ejected_endpoints", "switchboard_gateway_retries_total"} {
 		got[name] = metricValue(t, registry, name)
 	}
 	if got["switchboard_gateway_ejections_total"] != 1 || got["switchboard_gateway_ejected_endpoints"] != 1 {
 		t.Errorf("ejection metrics = %v, want one ejection and one ejected endpoint", got)
+	}
+	// Every try that reached the failing engine but the last of a failed request was
+	// followed by a retry elsewhere.
+	if retries := got["switchboard_gateway_retries_total"]; retries < float64(toFailing-failures) {
+		t.Errorf("switchboard_gateway_retries_total = %v, want at least the %d tries of the failing engine that did not fail their request", retries, toFailing-failures)
 	}
 }

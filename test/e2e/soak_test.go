@@ -650,9 +650,9 @@ Last run: %s, %v of traffic.
 	unexpected := len(sk.unexpectedUnloadsLocked())
 	fmt.Fprintf(&b, "\n- Endpoint ejections (outlier detection, both replicas; the rolled replica's since its\n"+
 		"  last start): %.0f.\n"+
-		"- Gateway retries: not counted; the gateway exports no retry counter.\n"+
+		"- Gateway retries on another endpoint (both replicas, counted the same way): %.0f.\n"+
 		"- Adapter unloads the engines were asked for: %d, of them from a healthy pod: %d.\n",
-		sk.counter("switchboard_gateway_ejections_total"), unloads, unexpected)
+		sk.counter("switchboard_gateway_ejections_total"), sk.counter("switchboard_gateway_retries_total"), unloads, unexpected)
 	fmt.Fprintf(&b, "- Primary gateway: %d goroutines and %.1f MiB resident after warm-up, %d and %.1f MiB\n"+
 		"  after the soak (bounds: +%d goroutines, ×%.1f + %d MiB).\n", base.goroutines, testenv.MiB(base.rss), end.goroutines, testenv.MiB(end.rss),
 		soakGoroutineSlack, soakRSSFactor, soakRSSSlack>>20)
