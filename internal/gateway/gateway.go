@@ -107,6 +107,8 @@ type Gateway struct {
 	h2c *http.Transport
 	// plain balances plain Gateway API rules by least request, without a queue.
 	plain routing.Router
+	// admission is where the requests of every router wait for capacity.
+	admission *routing.Admission
 	// mirrors bounds the mirrored requests in flight; a mirror beyond it is dropped.
 	mirrors chan struct{}
 	// created is the created field of the model objects the gateway lists: the cache
@@ -146,10 +148,10 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	}
 	g.outliers = outlier.New(nil, outlierEvents{g})
 	g.metrics.ejected = g.outliers.EjectedCount
-	admission := routing.NewAdmission(view.Tracker)
+	g.admission = routing.NewAdmission(view.Tracker)
 	g.registry = strategies.NewRegistry(strategies.Deps{
 		Reserver:           view.Tracker,
-		Admission:          admission,
+		Admission:          g.admission,
 		Pods:               view.Reader,
 		StaleAfter:         view.StaleAfter(),
 		Random:             opts.Random,
@@ -161,7 +163,7 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 	if err != nil {
 		panic(fmt.Sprintf("least-request picker: %v", err)) // built in; cannot fail
 	}
-	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter(), Admission: admission})
+	g.plain = routing.NewRouter(leastRequest, routing.Options{Reserver: view.Tracker, StaleAfter: view.StaleAfter(), Admission: g.admission})
 	return g
 }
 

@@ -102,7 +102,7 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 		return extproc.Pick{}, err
 	}
 	res := &pickReservation{
-		tracker: g.view.Tracker, model: model, tokensIn: openai.EstimateTokens(r.Prompt),
+		tracker: g.view.Tracker, admission: g.admission, model: model, tokensIn: openai.EstimateTokens(r.Prompt),
 		primary: target, fallbacks: fallbacks(cands, target.Pod),
 	}
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil
@@ -160,7 +160,9 @@ func podEndpoint(pod *cache.Pod) string {
 // reports that a fallback served, then on that fallback. The ext_proc Server calls its
 // methods from one goroutine, never concurrently.
 type pickReservation struct {
-	tracker   cache.Tracker
+	tracker cache.Tracker
+	// admission is told when the reservation moved to a fallback ends.
+	admission *routing.Admission
 	model     *cache.Model
 	tokensIn  int64
 	primary   *routing.Target
@@ -199,5 +201,6 @@ func (r *pickReservation) Release() {
 	r.primary.Release(0)
 	if r.moved != nil {
 		r.moved.Release(0)
+		r.admission.Released(r.moved.Pod())
 	}
 }

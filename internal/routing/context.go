@@ -227,7 +227,7 @@ func (t *Target) Release(tokensOut int64) {
 	t.once.Do(func() {
 		t.reservation.Release(tokensOut)
 		if t.admission != nil {
-			t.admission.released(t.Pod.Load())
+			t.admission.Released(t.Pod)
 		}
 	})
 }

@@ -153,6 +153,11 @@ func (w *waiter) stop() {
 	}
 }
 
+// Released tells a that a reservation on p ended, for the waiters that may go there to
+// be routed again. Targets of routers built with a call it themselves; a caller that
+// reserves p by other means (cache.Tracker.Reserve) calls it once that reservation ends.
+func (a *Admission) Released(p *cache.Pod) { a.released(p.Load()) }
+
 // released routes the waiters that may go to the endpoint counted by l, oldest first,
 // until one finds every candidate busy: l is then at its cap again.
 func (a *Admission) released(l *cache.Load) {

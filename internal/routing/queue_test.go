@@ -311,3 +311,20 @@ func TestQueueStress(t *testing.T) {
 		t.Errorf("%d still waiting", n)
 	}
 }
+
+// TestAdmissionReleasedWakesForOutsideReservations checks that a reservation made
+// outside the routers (the ext_proc picker's move to a fallback) frees its pod for the
+// waiters once the caller reports it with Released, and not before.
+func TestAdmissionReleasedWakesForOutsideReservations(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	a := routing.NewAdmission(cacheTracker)
+	q := queueIn(a, 1, routing.QueueOptions{MaxQueued: 10})
+	m, _ := fleet.Cache.Model(fleet.Model)
+	outside := cacheTracker.Reserve(m, fleet.Pod(0), 0)
+	waiter := route(context.Background(), q, fleet)
+	mustPend(t, "request on the pod reserved outside the routers", waiter)
+	outside.Release(0)
+	mustPend(t, "request before the release is reported", waiter)
+	a.Released(fleet.Pod(0))
+	mustResolve(t, "request after the release is reported", waiter).Release(0)
+}
