@@ -186,7 +186,10 @@ func (sk *soakRun) cleanup() {
 		var list v1alpha1.ModelAdapterList
 		g.Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
 		for _, ma := range list.Items {
-			g.Expect(ma.Spec.BaseModel).NotTo(Equal(soakModel), "ModelAdapter %s is still there", ma.Name)
+			if ma.Spec.BaseModel == soakModel {
+				described, _ := sys.kubectl("describe", "modeladapter", ma.Name, "-n", ns)
+				g.Expect(ma.Spec.BaseModel).NotTo(Equal(soakModel), "ModelAdapter %s is still there:\n%s", ma.Name, described)
+			}
 		}
 	}, convergeTimeout).Should(Succeed())
 	objs := []client.Object{
@@ -425,7 +428,10 @@ func (sk *soakRun) crashEngine(i int) {
 		e.crash(GinkgoTB())
 		time.Sleep(time.Second)
 		sys.cluster.SetPodReady(GinkgoTB(), sk.pods[i], e.host, false)
-		e.restart(GinkgoTB())
+		// The suite's, not the spec's: cleanups run last-registered first, and the soak's
+		// cleanup deletes its adapters while their engines still answer, as it must for
+		// their finalizers to unload them.
+		e.restart(sys.suite)
 		sys.cluster.SetPodReady(GinkgoTB(), sk.pods[i], e.host, true)
 	})
 }
