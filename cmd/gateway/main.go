@@ -27,7 +27,6 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
-	"github.com/switchboard-llm/switchboard/internal/leader"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
@@ -98,6 +97,12 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		GracefulShutdownTimeout: &drain,
+		// Only the ext_proc picker's readiness waits for the Lease (step 5): every other
+		// part of the gateway serves on every replica (NeedLeaderElection false).
+		LeaderElection:                picker.leaderElect,
+		LeaderElectionID:              picker.leaseName,
+		LeaderElectionNamespace:       scope.Namespace,
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -132,14 +137,14 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 	if picker.addr != "" {
 		ready := []func(context.Context) error{view.WaitForSync}
 		if picker.leaderElect {
-			elector, err := leader.New(mgr.GetConfig(), scope.Namespace, picker.leaseName)
-			if err != nil {
-				return err
-			}
-			if err := mgr.Add(elector); err != nil {
-				return fmt.Errorf("add leader election: %w", err)
-			}
-			ready = append(ready, elector.WaitElected)
+			ready = append(ready, func(ctx context.Context) error {
+				select {
+				case <-mgr.Elected():
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
 		}
 		server := extproc.NewServer(g.Picker(scope), extproc.Options{MaxBodyBytes: opts.Inbound.MaxBodyBytes, Ready: ready})
 		if err := mgr.Add(server.Runnable(picker.addr)); err != nil {

@@ -86,7 +86,8 @@ func (f *certificateFeed) register(mgr ctrl.Manager, role string) error {
 		})).
 		Watches(&gatewayv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(f.classSecrets)).
 		// Names are unique per role; many caches may live in one test process.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		// Every replica keeps its own cache.
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), NeedLeaderElection: ptr.To(false)}).
 		Complete(f)
 	if err != nil {
 		return fmt.Errorf("register certificate feed: %w", err)

@@ -197,14 +197,15 @@ func (x *exchange) checkPick(p Pick) error {
 // routed returns the answers that route the request to x.endpoints once the message of
 // phase at completed it; body is the buffered request body.
 func (x *exchange) routed(at phase, body []byte) []*extprocv3.ProcessingResponse {
-	common := routeMutation(strings.Join(x.endpoints, ","))
+	dest := strings.Join(x.endpoints, ",")
+	common := routeMutation(dest)
 	// In FULL_DUPLEX_STREAMED mode the request headers were held; otherwise they were
 	// answered already, unless they ended the request, and the body answer mutates them.
 	first := bodyResponse(true, common)
 	if at == phaseHeaders || x.fullDuplex() {
 		first = headersResponse(true, common)
 	}
-	first.DynamicMetadata = destinationMetadata(strings.Join(x.endpoints, ","))
+	first.DynamicMetadata = destinationMetadata(dest)
 	resps := one(first)
 	if x.fullDuplex() && at != phaseHeaders {
 		resps = append(resps, streamBack(body, at == phaseBody)...)
@@ -213,7 +214,7 @@ func (x *exchange) routed(at phase, body []byte) []*extprocv3.ProcessingResponse
 }
 
 // learnServed tells the reservation which endpoint served, the first time a response
-// message's metadata says so.
+// message's metadata names a picked one; a report of any other endpoint is ignored.
 func (x *exchange) learnServed(ctx context.Context, req *extprocv3.ProcessingRequest) {
 	if x.servedSeen || x.reservation == nil {
 		return
@@ -222,9 +223,9 @@ func (x *exchange) learnServed(ctx context.Context, req *extprocv3.ProcessingReq
 	if served == "" {
 		return
 	}
-	x.servedSeen = true
 	for _, e := range x.endpoints {
 		if e == served {
+			x.servedSeen = true
 			x.reservation.Served(served)
 			return
 		}

@@ -133,7 +133,7 @@ func TestProcessTellsServedEndpoint(t *testing.T) {
 		{name: "primary served", served: [2]string{endpoint, ""}, want: []string{endpoint}},
 		{name: "told with the body", served: [2]string{"", fallback}, want: []string{fallback}},
 		{name: "no report", served: [2]string{"", ""}},
-		{name: "endpoint never picked", served: [2]string{"10.9.9.9:1", fallback}},
+		{name: "an endpoint never picked is ignored", served: [2]string{"10.9.9.9:1", fallback}, want: []string{fallback}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,16 +22,28 @@ const (
 )
 
 // Runnable returns a manager runnable that listens on addr and serves s there (see
-// Serve) until its context ends.
+// Serve) until its context ends, on every replica, leader or not: readiness is what
+// tells them apart (Options.Ready).
 func (s *Server) Runnable(addr string) manager.Runnable {
-	return manager.RunnableFunc(func(ctx context.Context) error {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("listen for ext_proc on %s: %w", addr, err)
-		}
-		return s.Serve(ctx, ln)
-	})
+	return runnable{s, addr}
 }
+
+// runnable is Server.Runnable's.
+type runnable struct {
+	s    *Server
+	addr string
+}
+
+func (r runnable) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		return fmt.Errorf("listen for ext_proc on %s: %w", r.addr, err)
+	}
+	return r.s.Serve(ctx, ln)
+}
+
+// NeedLeaderElection reports false: followers serve health too.
+func (runnable) NeedLeaderElection() bool { return false }
 
 // Serve serves s over plaintext gRPC on ln, with the gRPC health service, until ctx ends,
 // then stops gracefully (in-flight streams finish) and closes ln. Health: LivenessService

@@ -88,8 +88,10 @@ func errInvalidBackend(msg string) *Error {
 		Message: msg}
 }
 func errNoReadyBackend() *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
-		Message: "No ready endpoint of the route's backends can take the request."}
+	return errUnavailable("No ready endpoint of the route's backends can take the request.")
+}
+func errUnavailable(msg string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint", Message: msg}
 }
 func errInternal(msg string) *Error {
 	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error",
@@ -100,8 +102,7 @@ func errUnreachable(msg string) *Error {
 		Message: msg}
 }
 func errNoEndpoint(model string) *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
-		Message: fmt.Sprintf("No ready endpoint serves the model %q.", model)}
+	return errUnavailable(fmt.Sprintf("No ready endpoint serves the model %q.", model))
 }
 func errTimeout(msg string) *Error {
 	return &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "upstream_timeout",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/openai"
+	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -32,7 +32,7 @@ type PickScope struct {
 	Selector labels.Selector
 	// Pool, if set, is the InferencePool whose pods, on its target port, the picker
 	// chooses from, with the pool's RoutingPolicy (routetable.PoolPolicyAnnotation),
-	// as they are when each request arrives; Namespace and Selector are then unused.
+	// as they are when each request arrives; Selector is then unused.
 	Pool *types.NamespacedName
 }
 
@@ -79,16 +79,15 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	if !ok {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
-	scope, policy, err := p.resolve()
+	cands, port, policy, err := p.candidates(model)
 	if err != nil {
 		return extproc.Pick{}, err
 	}
-	cands := model.PodSet().Filter(scope.contains)
 	if cands.Len() == 0 {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
 	if req.Subset != nil {
-		cands = cands.Filter(func(pod *cache.Pod) bool { return req.Allows(podEndpoint(pod)) })
+		cands = cands.Filter(func(pod *cache.Pod) bool { return req.Allows(podEndpoint(pod, port)) })
 		if cands.Len() == 0 {
 			return extproc.Pick{}, errNoEndpoint(r.Model)
 		}
@@ -103,39 +102,30 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	}
 	res := &pickReservation{
 		tracker: g.view.Tracker, admission: g.admission, model: model, tokensIn: openai.EstimateTokens(r.Prompt),
-		primary: target, fallbacks: fallbacks(cands, target.Pod),
+		port: port, primary: target, fallbacks: fallbacks(cands, target.Pod),
 	}
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil
 }
 
-// resolve returns the scope of this request and the RoutingPolicy that routes it (nil:
-// the gateway's default strategy): for a pool, its current pods on its target port and
-// its policy.
-func (p *Picker) resolve() (scope poolScope, policy *v1alpha1.RoutingPolicy, err error) {
+// candidates returns the pods of the scope that serve model, the port they are picked on
+// (0: each pod's own) and the RoutingPolicy that routes them (nil: the gateway's default
+// strategy). A pool's are its backend's candidate set, as a route to the pool has them
+// (computed once per version of the pods and pools), on the pool's target port, with the
+// pool's policy.
+func (p *Picker) candidates(model *cache.Model) (cache.PodSet, int32, *v1alpha1.RoutingPolicy, error) {
 	if p.scope.Pool == nil {
-		return poolScope{PickScope: p.scope}, nil, nil
+		return model.PodSet().Filter(p.scope.contains), 0, nil, nil
 	}
 	pool, ok := p.g.view.Pools.Get(*p.scope.Pool)
 	if !ok {
-		return poolScope{}, nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_ready_endpoint",
-			Message: fmt.Sprintf("InferencePool %s does not exist.", p.scope.Pool)}
+		return cache.PodSet{}, 0, nil, errUnavailable(fmt.Sprintf("InferencePool %s does not exist.", p.scope.Pool))
 	}
-	policy, ok = p.g.view.Policies.Get(pool.Policy)
+	policy, ok := p.g.view.Policies.Get(pool.Policy)
 	if !ok {
-		return poolScope{}, nil, errInvalidBackend(fmt.Sprintf("RoutingPolicy %s of InferencePool %s does not exist.", pool.Policy, pool.Key))
+		return cache.PodSet{}, 0, nil, errInvalidBackend(fmt.Sprintf("RoutingPolicy %s of InferencePool %s does not exist.", pool.Policy, pool.Key))
 	}
-	return poolScope{PickScope: PickScope{Namespace: pool.Key.Namespace, Selector: labels.SelectorFromSet(pool.Selector)}, port: pool.Port}, policy, nil
-}
-
-// poolScope is a PickScope as resolved for one request: with port, only the pods that
-// serve on it.
-type poolScope struct {
-	PickScope
-	port int32
-}
-
-func (s poolScope) contains(p *cache.Pod) bool {
-	return s.PickScope.contains(p) && (s.port == 0 || p.Port == s.port)
+	_, cands := p.g.candidates(routetable.Backend{Service: routetable.PoolService(pool.Key), Port: pool.Port, Pool: &pool}, model, nil)
+	return cands, pool.Port, policy, nil
 }
 
 // fallbacks returns up to MaxFallbacks pods of cands other than primary, fewest requests
@@ -151,9 +141,13 @@ func fallbacks(cands cache.PodSet, primary *cache.Pod) []*cache.Pod {
 	return others[:min(len(others), MaxFallbacks)]
 }
 
-// podEndpoint is pod's "ip:port", as the Endpoint Picker Protocol names endpoints.
-func podEndpoint(pod *cache.Pod) string {
-	return net.JoinHostPort(pod.Address, strconv.Itoa(int(pod.Port)))
+// podEndpoint is pod's "ip:port" on port (0: the pod's own), as the Endpoint Picker
+// Protocol names endpoints.
+func podEndpoint(pod *cache.Pod, port int32) string {
+	if port == 0 {
+		port = pod.Port
+	}
+	return net.JoinHostPort(pod.Address, strconv.Itoa(int(port)))
 }
 
 // pickReservation is the load of one picked request: on the primary until the data plane
@@ -165,6 +159,8 @@ type pickReservation struct {
 	admission *routing.Admission
 	model     *cache.Model
 	tokensIn  int64
+	// port is the port the pods are picked on (0: each pod's own).
+	port      int32
 	primary   *routing.Target
 	fallbacks []*cache.Pod
 	// moved is the reservation on the fallback that served, if one did.
@@ -173,9 +169,9 @@ type pickReservation struct {
 
 // endpoints lists the primary, then the fallbacks.
 func (r *pickReservation) endpoints() []string {
-	eps := []string{podEndpoint(r.primary.Pod)}
+	eps := []string{podEndpoint(r.primary.Pod, r.port)}
 	for _, pod := range r.fallbacks {
-		eps = append(eps, podEndpoint(pod))
+		eps = append(eps, podEndpoint(pod, r.port))
 	}
 	return eps
 }
@@ -188,7 +184,7 @@ func (r *pickReservation) Served(endpoint string) {
 		return
 	}
 	for _, pod := range r.fallbacks {
-		if podEndpoint(pod) == endpoint {
+		if podEndpoint(pod, r.port) == endpoint {
 			r.primary.Release(0)
 			r.moved = r.tracker.Reserve(r.model, pod, r.tokensIn)
 			return

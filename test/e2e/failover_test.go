@@ -70,6 +70,27 @@ func createAdapter(t testing.TB, name, model, app string) {
 	})
 }
 
+// deleteAll deletes every ModelAdapter of base model and waits up to timeout until their
+// finalizers let them go; one still there is described in the failure.
+func (l *adapterLog) deleteAll(base string, timeout time.Duration) {
+	var list v1alpha1.ModelAdapterList
+	Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+	for _, ma := range list.Items {
+		if ma.Spec.BaseModel == base && ma.DeletionTimestamp.IsZero() {
+			Expect(l.delete(ma.Name)).To(Succeed())
+		}
+	}
+	Eventually(func(g Gomega) {
+		g.Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+		for _, ma := range list.Items {
+			if ma.Spec.BaseModel == base {
+				described, _ := sys.kubectl("describe", "modeladapter", ma.Name, "-n", ns)
+				g.Expect(ma.Spec.BaseModel).NotTo(Equal(base), "ModelAdapter %s is still there:\n%s", ma.Name, described)
+			}
+		}
+	}, timeout).Should(Succeed())
+}
+
 // delete asks for ModelAdapter name's deletion, noting when.
 func (l *adapterLog) delete(name string) error {
 	l.mu.Lock()
@@ -144,19 +165,7 @@ func managerFailover() {
 	var adapters adapterLog
 	kept := []string{"failover-kept-0", "failover-kept-1"}
 	DeferCleanup(func() {
-		var list v1alpha1.ModelAdapterList
-		Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-		for _, ma := range list.Items {
-			if ma.Spec.BaseModel == base {
-				Expect(adapters.delete(ma.Name)).To(Succeed())
-			}
-		}
-		Eventually(func(g Gomega) {
-			g.Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-			for _, ma := range list.Items {
-				g.Expect(ma.Spec.BaseModel).NotTo(Equal(base), "ModelAdapter %s is still there", ma.Name)
-			}
-		}).Should(Succeed())
+		adapters.deleteAll(base, 30*time.Second)
 		for _, p := range pods {
 			_ = sys.cluster.Delete(context.Background(), p)
 		}

@@ -179,19 +179,7 @@ func startSoak() *soakRun {
 
 // cleanup deletes the soak's adapters, pods, route, policy and Service.
 func (sk *soakRun) cleanup() {
-	for _, name := range sk.liveAdapters() {
-		Expect(sk.adapters.delete(name)).To(Succeed())
-	}
-	Eventually(func(g Gomega) {
-		var list v1alpha1.ModelAdapterList
-		g.Expect(sys.cluster.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-		for _, ma := range list.Items {
-			if ma.Spec.BaseModel == soakModel {
-				described, _ := sys.kubectl("describe", "modeladapter", ma.Name, "-n", ns)
-				g.Expect(ma.Spec.BaseModel).NotTo(Equal(soakModel), "ModelAdapter %s is still there:\n%s", ma.Name, described)
-			}
-		}
-	}, convergeTimeout).Should(Succeed())
+	sk.adapters.deleteAll(soakModel, convergeTimeout)
 	objs := []client.Object{
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: soakApp}},
 		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: soakApp}},

@@ -6,17 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
@@ -104,23 +103,15 @@ func (e *tappedEngine) restart(t testing.TB) {
 }
 
 // pod registers a Pod ns/name for the engine, labelled with labels too, and marks it
-// Running and Ready.
+// Running and Ready; its port label names the proxy, which the manager calls.
 func (e *tappedEngine) pod(t testing.TB, ns, name string, labels map[string]string) *corev1.Pod {
 	_, tapPort, _ := net.SplitHostPort(e.tap)
-	_, enginePort, _ := net.SplitHostPort(e.engine)
-	port, _ := strconv.Atoi(enginePort)
-	all := map[string]string{v1alpha1.LabelModel: e.model, v1alpha1.LabelPort: tapPort}
-	for k, v := range labels {
-		all[k] = v
+	all := maps.Clone(labels)
+	if all == nil {
+		all = map[string]string{}
 	}
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: all},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
-			Ports: []corev1.ContainerPort{{Name: testenv.EnginePort, ContainerPort: int32(port)}}}}},
-	}
-	e.s.cluster.Create(t, p)
-	e.s.cluster.SetPodReady(t, p, e.host, true)
-	return p
+	all[v1alpha1.LabelPort] = tapPort
+	return e.s.cluster.EnginePod(t, ns, name, e.model, e.engine, all)
 }
 
 // models returns the models the engine lists: its base model and loaded adapters.

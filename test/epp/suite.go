@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 // Pool is what the suite needs to know about the picker's pool.
@@ -137,7 +139,7 @@ func finish(x *exchange, served string) {
 
 func (s *suite) testHealth(t *testing.T) {
 	for _, svc := range []string{"liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"} {
-		s.eventually(t, svc+" is SERVING", func() bool {
+		testenv.WaitUntil(t, s.pool.Timeout, svc+" is SERVING", func() bool {
 			resp, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
 			return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 		})
@@ -251,7 +253,7 @@ func (s *suite) testRelease(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, x := s.routed(t, fullDuplex, one)
 			tt.end(x)
-			s.eventually(t, "the endpoint takes a request again", func() bool {
+			testenv.WaitUntil(t, s.pool.Timeout, "the endpoint takes a request again", func() bool {
 				y := s.open(t, fullDuplex)
 				o := y.request(s.chat(s.pool.Model), one)
 				defer y.cancel()
@@ -261,17 +263,5 @@ func (s *suite) testRelease(t *testing.T) {
 				return o.status == 0
 			})
 		})
-	}
-}
-
-// eventually polls cond until it holds, failing t after the pool's timeout.
-func (s *suite) eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(s.pool.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", s.pool.Timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

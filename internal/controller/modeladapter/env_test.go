@@ -193,7 +193,6 @@ func runManagerWith(t *testing.T, c *testenv.Cluster, tune func(*Reconciler), co
 			ResyncPeriod:  300 * time.Millisecond,
 			MinRetryDelay: 50 * time.Millisecond,
 			MaxRetryDelay: 300 * time.Millisecond,
-			PodEventDelay: 100 * time.Millisecond,
 		}
 		if tune != nil {
 			tune(r)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,6 @@ const (
 	DefaultResyncPeriod  = 30 * time.Second
 	DefaultMinRetryDelay = time.Second
 	DefaultMaxRetryDelay = 30 * time.Second
-	DefaultPodEventDelay = time.Second
 	DefaultProbeTimeout  = 10 * time.Second
 	DefaultLoadTimeout   = engineclient.DefaultTimeout
 	// DefaultMaxConcurrentReconciles is how many ModelAdapters are reconciled at once.
@@ -108,9 +108,6 @@ type Reconciler struct {
 	ResyncPeriod time.Duration
 	// MinRetryDelay and MaxRetryDelay bound the backoff between failed attempts.
 	MinRetryDelay, MaxRetryDelay time.Duration
-	// PodEventDelay is how long after a pod event the affected adapters are reconciled a
-	// second time, giving the pod view time to catch up with the event.
-	PodEventDelay time.Duration
 	// ProbeTimeout bounds each listing of one engine's models and each unload.
 	ProbeTimeout time.Duration
 	// LoadTimeout bounds each load of the adapter onto one engine.
@@ -162,7 +159,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) defaults() {
 	r.once.Do(func() {
 		if r.Engine == nil {
-			r.Engine = engineclient.New(nil)
+			// No client-wide timeout: ProbeTimeout and LoadTimeout bound each call.
+			r.Engine = engineclient.New(&http.Client{})
 		}
 		if r.ResyncPeriod <= 0 {
 			r.ResyncPeriod = DefaultResyncPeriod
@@ -174,9 +172,6 @@ func (r *Reconciler) defaults() {
 			r.MaxRetryDelay = DefaultMaxRetryDelay
 		}
 		r.MaxRetryDelay = max(r.MaxRetryDelay, r.MinRetryDelay)
-		if r.PodEventDelay <= 0 {
-			r.PodEventDelay = DefaultPodEventDelay
-		}
 		if r.ProbeTimeout <= 0 {
 			r.ProbeTimeout = DefaultProbeTimeout
 		}
@@ -199,13 +194,12 @@ var adapterChanged = predicate.Funcs{
 	},
 }
 
-// podHandler enqueues the ModelAdapters affected by a Pod event now and again after
-// PodEventDelay, since the pod view is fed by its own controller and may lag the event.
+// podHandler enqueues the ModelAdapters affected by a Pod event. The pod view is fed by
+// its own controller and may lag the event; Reconcile then waits for it (podsBehind).
 func (r *Reconciler) podHandler() handler.EventHandler {
 	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
 		for _, req := range r.adaptersFor(ctx, objs...) {
 			q.Add(req)
-			q.AddAfter(req, r.PodEventDelay)
 		}
 	}
 	return handler.Funcs{
@@ -438,11 +432,9 @@ func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) (r
 		case s.err != nil:
 			logger.Info("skipping unreachable engine", "pod", name, "error", s.err.Error())
 		case s.holds(ma.Name):
-			if err := r.unload(ctx, s.pod, key, ma.Name); err != nil {
+			if err := r.unloadCopy(ctx, ma, key, s); err != nil {
 				errs = append(errs, fmt.Errorf("pod %s: %w", name, err))
-				continue
 			}
-			r.event(ma, corev1.EventTypeNormal, "Unloaded", "Unload", "Unloaded from pod %s", name)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 )
 
@@ -29,7 +30,7 @@ const DefaultMemoryBytes = 256 << 20
 // is freed. An index that is garbage collected releases what it was accounted. Create a
 // Budget with NewBudget; it is safe for concurrent use.
 //
-// Synchronisation model: used and clock are atomics, updated by the sets, under their
+// Synchronisation model: used is atomic, updated by the sets, under their
 // own locks, without any lock of the budget, so learning takes no global lock. evicting
 // admits one evicting Add at a time; the others go on, the evicting one rechecking the
 // total after unlocking. mu guards indexes, the weak references through which an
@@ -38,7 +39,6 @@ const DefaultMemoryBytes = 256 << 20
 type Budget struct {
 	limit, low int64 // bytes: evict beyond limit, down to low
 	used       atomic.Int64
-	clock      atomic.Uint64 // orders the sets by their last Add
 	evicting   sync.Mutex
 	mu         sync.Mutex
 	indexes    map[*ledger]weak.Pointer[Index]
@@ -62,12 +62,30 @@ type ledger struct {
 	bytes  atomic.Int64
 }
 
-// add accounts blocks more blocks (fewer when negative) to l.
+// add accounts blocks more blocks (fewer when negative) to l; a nil ledger (an index
+// without a budget) accounts nothing.
 func (l *ledger) add(blocks int) {
+	if l == nil {
+		return
+	}
 	d := int64(blocks) * BytesPerBlock
 	l.bytes.Add(d)
 	l.budget.used.Add(d)
 }
+
+// enforce makes l's budget evict if it is over its limit; a nil ledger has none.
+func (l *ledger) enforce() {
+	if l != nil {
+		l.budget.enforce()
+	}
+}
+
+// learnClock orders the sets by their last Add: monotonic nanoseconds since the process
+// started, read without a counter that every Add of every index would write.
+func learnClock() uint64 { return uint64(time.Since(clockStart)) }
+
+// clockStart is learnClock's origin.
+var clockStart = time.Now()
 
 // register makes ix's sets accountable to b, until ix is garbage collected.
 func (b *Budget) register(ix *Index) {
@@ -102,9 +120,11 @@ func (b *Budget) enforce() {
 // mark, and reports whether it freed any. The caller holds b.evicting.
 func (b *Budget) evict() bool {
 	sets := b.sets()
-	slices.SortFunc(sets, func(x, y *blockLRU) int { return cmp.Compare(x.lastAdd.Load(), y.lastAdd.Load()) })
+	// Each set's time is read once: Adds meanwhile must not reorder the sort.
+	slices.SortFunc(sets, func(x, y learntSet) int { return cmp.Compare(x.at, y.at) })
 	freed := false
-	for _, set := range sets {
+	for _, ls := range sets {
+		set := ls.set
 		need := b.used.Load() - b.low
 		if need <= 0 {
 			break
@@ -116,8 +136,14 @@ func (b *Budget) evict() bool {
 	return freed
 }
 
-// sets returns every set of the live indexes sharing b.
-func (b *Budget) sets() []*blockLRU {
+// learntSet is a set with the time of its last Add, as an eviction read it.
+type learntSet struct {
+	at  uint64
+	set *blockLRU
+}
+
+// sets returns every set of the live indexes sharing b, with its last Add's time.
+func (b *Budget) sets() []learntSet {
 	b.mu.Lock()
 	indexes := make([]*Index, 0, len(b.indexes))
 	for _, wp := range b.indexes {
@@ -126,10 +152,11 @@ func (b *Budget) sets() []*blockLRU {
 		}
 	}
 	b.mu.Unlock()
-	var sets []*blockLRU
+	var sets []learntSet
 	for _, ix := range indexes {
 		ix.endpoints.Range(func(_, v any) bool {
-			sets = append(sets, v.(*blockLRU))
+			set := v.(*blockLRU)
+			sets = append(sets, learntSet{set.lastAdd.Load(), set})
 			return true
 		})
 	}

@@ -66,14 +66,14 @@ func NewIndex(maxBlocksPerEndpoint int, budget *Budget) *Index {
 	if maxBlocksPerEndpoint < 1 || maxBlocksPerEndpoint >= 1<<31 {
 		panic("prefixcache: maxBlocksPerEndpoint out of range")
 	}
-	if budget == nil {
-		budget = NewBudget(0)
-	}
-	ix := &Index{maxBlocks: maxBlocksPerEndpoint, ledger: &ledger{budget: budget}}
+	ix := &Index{maxBlocks: maxBlocksPerEndpoint}
 	for i := range ix.firsts {
 		ix.firsts[i].holders = make(map[uint64][]endpoint.Key)
 	}
-	budget.register(ix)
+	if budget != nil {
+		ix.ledger = &ledger{budget: budget}
+		budget.register(ix)
+	}
 	return ix
 }
 
@@ -133,7 +133,7 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 		bound = e.MaxBlocks
 	}
 	set.add(hashes, e.Epoch, bound)
-	ix.ledger.budget.enforce()
+	ix.ledger.enforce()
 }
 
 // Match returns the number of leading hashes that endpoint k holds in epoch: n such that
@@ -254,7 +254,7 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 type blockLRU struct {
 	index      *Index
 	key        endpoint.Key
-	lastAdd    atomic.Uint64 // the budget's clock at the set's last Add
+	lastAdd    atomic.Uint64 // learnClock at the set's last Add
 	mu         sync.RWMutex
 	dropped    bool
 	accounted  int // the nodes accounted to the budget
@@ -299,7 +299,7 @@ func (l *blockLRU) drop() {
 
 // add touches hashes, the first one last, in epoch within bound, as Index.Add describes.
 func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
-	l.lastAdd.Store(l.index.ledger.budget.clock.Add(1))
+	l.lastAdd.Store(learnClock())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.epoch != epoch {

@@ -399,9 +399,7 @@ func (r *Router) hashes(rc *routing.RoutingContext) []uint64 {
 	}
 	prompt, blockBytes := rc.Prompt, r.cfg.BlockSize*bytesPerToken
 	prompt = prompt[:min(len(prompt), r.cfg.MaxBlocksPerEndpoint*blockBytes)]
-	if n := len(prompt) / blockBytes; cap(hashes) < n { // one allocation for any prompt
-		hashes = make([]uint64, 0, n)
-	}
+	hashes = slices.Grow(hashes, len(prompt)/blockBytes) // one allocation for any prompt
 	hashes = hashPrompt(rc.Request.Model, prompt, r.cfg.BlockSize, hashes)
 	rc.SetPromptHashes(key, hashes)
 	return hashes
