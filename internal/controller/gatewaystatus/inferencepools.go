@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,22 +42,14 @@ func poolParents(routes []routetable.RouteStatus) map[types.NamespacedName]map[t
 	return out
 }
 
-// writePools writes Switchboard's entries of every InferencePool's status.parents: one
-// per Switchboard Gateway a route sends to the pool through, Accepted when the route is
-// accepted there; the entries of other controllers are kept. Without the InferencePool
-// CRD there is nothing to write.
-func (r *Reconciler) writePools(ctx context.Context, routes []routetable.RouteStatus) error {
-	var pools inferencev1.InferencePoolList
-	if err := r.Client.List(ctx, &pools); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil
-		}
-		return fmt.Errorf("list inferencepools: %w", err)
-	}
+// writePools writes Switchboard's entries of the status.parents of every one of pools:
+// one per Switchboard Gateway a route sends to the pool through, Accepted when the route
+// is accepted there; the entries of other controllers are kept.
+func (r *Reconciler) writePools(ctx context.Context, pools []inferencev1.InferencePool, routes []routetable.RouteStatus) error {
 	parents := poolParents(routes)
 	var errs []error
-	for i := range pools.Items {
-		pool := &pools.Items[i]
+	for i := range pools {
+		pool := &pools[i]
 		next := pool.DeepCopy()
 		next.Status.Parents = poolStatusParents(pool, parents[client.ObjectKeyFromObject(pool)])
 		errs = append(errs, r.patchStatus(ctx, pool, next, pool.Status, next.Status))

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -14,6 +18,7 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/controller/gatewaystatus"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
+	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
 // TestInferencePoolStatus checks that an InferencePool an accepted route sends to shows
@@ -99,4 +104,39 @@ func split(parents []inferencev1.ParentStatus) (ours, others []inferencev1.Paren
 		}
 	}
 	return ours, others
+}
+
+// TestStatusWithoutInferencePoolCRD checks that on an API server without the Inference
+// Extension's CRD, Gateways and routes still get their status: a Service backend
+// resolves, and a backendRef to an InferencePool is a backend that is not found.
+func TestStatusWithoutInferencePoolCRD(t *testing.T) {
+	c := testenv.Start(t)
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	crd.SetName("inferencepools.inference.networking.k8s.io")
+	if err := c.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the API server no longer serves InferencePools", func() error {
+		err := c.List(ctx, &inferencev1.InferencePoolList{})
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("list inferencepools: %v", err)
+	})
+
+	e := startOn(t, c, gatewaystatus.DefaultAddressPool)
+	ns := e.namespace(nil)
+	poolRef := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: "llm",
+	}}}
+	parent := gatewayv1.ParentReference{Name: "gw"}
+	e.c.Create(t, e.gateway(ns, "gw", "", listener("http", 80, "")), service(ns, "engines"),
+		route(ns, "chat", parent, rule(nil, backend(ns, "engines"))), route(ns, "pool", parent, rule(nil, poolRef)))
+
+	e.waitForRoute(client.ObjectKey{Namespace: ns, Name: "chat"},
+		routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonResolvedRefs})
+	e.waitForRoute(client.ObjectKey{Namespace: ns, Name: "pool"},
+		routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonBackendNotFound})
 }

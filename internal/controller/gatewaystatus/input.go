@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -17,14 +18,21 @@ import (
 
 // ReadInput lists through reader, normally the manager's informer cache, everything
 // routetable.Build reads: GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants, and
-// the labels of Namespaces, the existence of Services, the InferencePools and the existence and validity
-// (strategies.Validate) of RoutingPolicies. A table built from it is the table the
+// the labels of Namespaces, the existence of Services, the InferencePools (none without
+// their CRD) and the existence and validity (strategies.Validate) of RoutingPolicies. A table built from it is the table the
 // gateway serves from the same objects, but for the certificates of HTTPS listeners:
 // Input.Certificate is left nil (no Secret holds one), because reading Secrets takes the
 // uncached API reader; the Reconciler reads them itself. Route attachment does not
 // depend on them. The Input's functions are not safe for concurrent use: it is meant for
 // one Build at a time.
 func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, error) {
+	in, _, err := readInput(ctx, reader)
+	return in, err
+}
+
+// readInput is ReadInput that also returns the InferencePools it read, none when the
+// API server has no InferencePool CRD.
+func readInput(ctx context.Context, reader client.Reader) (routetable.Input, []inferencev1.InferencePool, error) {
 	var (
 		in         routetable.Input
 		classes    gatewayv1.GatewayClassList
@@ -33,7 +41,6 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 		grants     gatewayv1.ReferenceGrantList
 		namespaces corev1.NamespaceList
 		services   corev1.ServiceList
-		pools      inferencev1.InferencePoolList
 		policies   v1alpha1.RoutingPolicyList
 	)
 	for _, l := range []struct {
@@ -42,11 +49,15 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 	}{
 		{"gatewayclasses", &classes}, {"gateways", &gateways}, {"httproutes", &routes},
 		{"referencegrants", &grants}, {"namespaces", &namespaces}, {"services", &services},
-		{"inferencepools", &pools}, {"routingpolicies", &policies},
+		{"routingpolicies", &policies},
 	} {
 		if err := reader.List(ctx, l.list); err != nil {
-			return in, fmt.Errorf("list %s: %w", l.what, err)
+			return in, nil, fmt.Errorf("list %s: %w", l.what, err)
 		}
+	}
+	pools, err := listPools(ctx, reader)
+	if err != nil {
+		return in, nil, err
 	}
 	in.Classes = pointers(classes.Items)
 	in.Gateways = pointers(gateways.Items)
@@ -65,9 +76,9 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 	}
 	in.ServiceExists = func(key types.NamespacedName) bool { return existing[key] }
 
-	byPool := make(map[types.NamespacedName]routetable.Pool, len(pools.Items))
-	for i := range pools.Items {
-		byPool[client.ObjectKeyFromObject(&pools.Items[i])] = routetable.PoolOf(&pools.Items[i])
+	byPool := make(map[types.NamespacedName]routetable.Pool, len(pools))
+	for i := range pools {
+		byPool[client.ObjectKeyFromObject(&pools[i])] = routetable.PoolOf(&pools[i])
 	}
 	in.Pool = func(key types.NamespacedName) (routetable.Pool, bool) {
 		p, ok := byPool[key]
@@ -92,7 +103,20 @@ func ReadInput(ctx context.Context, reader client.Reader) (routetable.Input, err
 		}
 		return true, err
 	}
-	return in, nil
+	return in, pools, nil
+}
+
+// listPools lists the InferencePools through reader: none when the API server has no
+// InferencePool CRD.
+func listPools(ctx context.Context, reader client.Reader) ([]inferencev1.InferencePool, error) {
+	var pools inferencev1.InferencePoolList
+	if err := reader.List(ctx, &pools); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list inferencepools: %w", err)
+	}
+	return pools.Items, nil
 }
 
 // pointers returns pointers to the elements of items.

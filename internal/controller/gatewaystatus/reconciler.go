@@ -115,7 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // computed from a stale object, whose newer version's watch event recomputes everything,
 // so it is dropped rather than retried.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	in, err := ReadInput(ctx, r.Client)
+	in, pools, err := readInput(ctx, r.Client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -165,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, route := range in.Routes {
 		errs = append(errs, r.writeRoute(ctx, route, routes[client.ObjectKeyFromObject(route)]))
 	}
-	errs = append(errs, r.writePools(ctx, table.Routes()))
+	errs = append(errs, r.writePools(ctx, pools, table.Routes()))
 	return reconcile.Result{}, errors.Join(errs...)
 }
 

@@ -50,7 +50,12 @@ type env struct {
 // count its Gateways as Switchboard's.
 func start(t *testing.T, pool string) *env {
 	t.Helper()
-	c := testenv.Shared(t)
+	return startOn(t, testenv.Shared(t), pool)
+}
+
+// startOn is start on the control plane c.
+func startOn(t *testing.T, c *testenv.Cluster, pool string) *env {
+	t.Helper()
 	p, err := gatewaystatus.ParseAddressPool(pool)
 	if err != nil {
 		t.Fatal(err)
