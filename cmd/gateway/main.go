@@ -151,9 +151,13 @@ func run(metricsAddr, probeAddr, pprofAddr, listenHost string, picker pickerFlag
 			return fmt.Errorf("add ext_proc server: %w", err)
 		}
 	}
-	// 6. Probes: alive once started, ready once the cache holds the cluster's state.
+	// 6. Probes: alive once started, ready once the cache holds the cluster's state and
+	// the listeners of its Gateways are open.
 	if err := view.AddProbes(mgr); err != nil {
 		return err
+	}
+	if err := mgr.AddReadyzCheck("listeners", listeners.ReadyCheck); err != nil {
+		return fmt.Errorf("add readyz check: %w", err)
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -16,8 +16,9 @@
 // Picker).
 package gateway
 
-// The gateway only reads (DESIGN §1) the objects its cache context watches; its one
-// write is the ext_proc picker's Lease, with --ext-proc-leader-elect.
+// The gateway only reads (DESIGN §1) the objects its cache context watches; its only
+// writes are the ext_proc picker's Lease, with --ext-proc-leader-elect, and the Events
+// its leader election records.
 // +kubebuilder:rbac:groups="",resources=pods;services;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=routingpolicies;modeladapters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
@@ -26,3 +27,5 @@ package gateway
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=inference.networking.k8s.io,resources=inferencepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -58,6 +58,10 @@ type Listeners struct {
 	unbound map[routetable.Addr]string
 	report  atomic.Pointer[bindreport.Report]
 	wg      sync.WaitGroup
+	// listening is set by the first sync that read the route table after the cache had
+	// synced: from then on every listener of the cluster's Gateways has been opened, or
+	// reported unbound.
+	listening atomic.Bool
 }
 
 var (
@@ -103,8 +107,20 @@ func (l *Listeners) Start(ctx context.Context) error {
 	}
 }
 
+// ReadyCheck is a readiness check (for /readyz) that passes once the listeners of the
+// cluster's Gateways are open: after the first sync of the addresses that followed the
+// cache's initial listing. Before it, a replica whose cache says ready could refuse
+// connections for up to SyncInterval.
+func (l *Listeners) ReadyCheck(*http.Request) error {
+	if !l.listening.Load() {
+		return errors.New("the Gateways' listeners are not open yet")
+	}
+	return nil
+}
+
 // sync opens the addresses of the current listeners and closes the others.
 func (l *Listeners) sync(ctx context.Context) {
+	synced := l.g.view.Synced() // before the table, which then holds the listed state
 	table := l.g.Table()
 	addrs := table.Addrs()
 	var gone []routetable.Addr
@@ -132,6 +148,9 @@ func (l *Listeners) sync(ctx context.Context) {
 		}
 	}
 	l.publish()
+	if synced {
+		l.listening.Store(true)
+	}
 }
 
 // gatewaysByAddress returns the Gateway of each address of table.

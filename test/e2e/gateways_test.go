@@ -35,7 +35,7 @@ func (s *system) startGatewayReplica(t testing.TB, host string) *gatewayReplica 
 	return g
 }
 
-// ready reports whether the replica's cache has synced.
+// ready reports whether the replica is ready: its cache has synced and its listeners are open.
 func (g *gatewayReplica) ready() bool { return httpOK("http://" + g.probes + "/readyz") }
 
 // newHTTPClient returns an HTTP client with connections of its own.

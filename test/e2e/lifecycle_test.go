@@ -212,6 +212,7 @@ func engineCrashMidStream() {
 func twoReplicas() {
 	second := sys.startGatewayReplica(GinkgoTB(), "127.0.0.2")
 	Eventually(second.ready).Should(BeTrue())
+	Expect(second.listening()).To(BeTrue(), "a replica whose /readyz passes accepts connections")
 	// Wait until the replica routes to every pod, so that both see the same candidates.
 	pods := sys.routable(model)
 	Expect(pods).NotTo(BeEmpty())

@@ -494,10 +494,7 @@ func (sk *soakRun) rollGateway() {
 	g.http.CloseIdleConnections()
 	g.Process = testenv.Run(GinkgoTB(), sys.binary("gateway"), g.args...)
 	Eventually(g.ready).Should(BeTrue())
-	// The gateway's /readyz says its cache has synced; its listeners bind on their next
-	// sync, up to 250ms later. A load balancer that trusted /readyz alone would send the
-	// first requests to a closed port.
-	Eventually(g.listening).Should(BeTrue())
+	Expect(g.listening()).To(BeTrue(), "a replica whose /readyz passes accepts connections")
 	sk.rotation.add(g)
 }
 
