@@ -29,6 +29,9 @@ func TestKeyString(t *testing.T) {
 	if got := (Key{Namespace: "ns", Name: "p"}).String(); got != "ns/p" {
 		t.Errorf("String() = %q, want ns/p", got)
 	}
+	if got := (Key{Namespace: "ns", Name: "p", Port: 8001}).String(); got != "ns/p:8001" {
+		t.Errorf("rank String() = %q, want ns/p:8001", got)
+	}
 }
 
 func TestHistogramMean(t *testing.T) {
