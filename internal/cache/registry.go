@@ -221,8 +221,8 @@ type Reader struct {
 // # Synchronisation
 //
 // Readers (the embedded Reader) load the current snapshot without locking. Writers
-// (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter, SetModelListing,
-// ForgetModelListing) hold mu, update the writer-owned records and publish a new
+// (UpsertPod, DeletePod, SetPool, DeletePool, SetAdapterInstances, DeleteAdapter,
+// SetModelListing, ForgetModelListing) hold mu, update the writer-owned records and publish a new
 // snapshot; a listing republishes only its pod, and only when the pod's served adapters
 // change. SetMetrics stores one pod's metrics in its hot cell without publishing,
 // unless the adapters named by lora_requests_info change.

@@ -26,9 +26,6 @@ func (k Key) String() string {
 	return k.Namespace + "/" + k.Name + ":" + strconv.Itoa(int(k.Port))
 }
 
-// Pod returns the key of the pod's own endpoint: k without its rank port.
-func (k Key) Pod() Key { return Key{Namespace: k.Namespace, Name: k.Name} }
-
 // IsRank reports whether k names a rank rather than a pod's own endpoint.
 func (k Key) IsRank() bool { return k.Port != 0 }
 
