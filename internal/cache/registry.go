@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"sync"
@@ -731,11 +730,8 @@ func (c *Cache) modelLoad(name string) *ModelLoad {
 	return l
 }
 
-// compareKeys orders keys by namespace, name, then port: a pod's own endpoint before
-// its ranks.
-func compareKeys(a, b endpoint.Key) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Port, b.Port))
-}
+// compareKeys orders keys as endpoint.Key.Compare does.
+func compareKeys(a, b endpoint.Key) int { return a.Compare(b) }
 
 // publish builds a whole new snapshot from the writer-owned records and stores it; used
 // when an adapter mapping changes, which can touch many pods. The caller holds c.mu.

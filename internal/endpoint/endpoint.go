@@ -1,6 +1,9 @@
 package endpoint
 
-import "strconv"
+import (
+	"cmp"
+	"strconv"
+)
 
 // Key identifies an endpoint the gateway may send requests to: a pod's own endpoint
 // (Port 0), or a rank of the pod, the engine server it runs on one of an InferencePool's
@@ -24,6 +27,12 @@ func (k Key) String() string {
 		return k.Namespace + "/" + k.Name
 	}
 	return k.Namespace + "/" + k.Name + ":" + strconv.Itoa(int(k.Port))
+}
+
+// Compare orders keys by namespace, name, then port (a pod's own endpoint before its
+// ranks), returning -1, 0 or +1 as cmp.Compare does.
+func (k Key) Compare(o Key) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name), cmp.Compare(k.Port, o.Port))
 }
 
 // IsRank reports whether k names a rank rather than a pod's own endpoint.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/extproc"
 	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
@@ -188,7 +189,9 @@ func TestInferencePoolRanks(t *testing.T) {
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyRoundRobin}},
 		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: "kv"},
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastKVCache}},
-		pool("rr", "rr"), pool("kv", "kv"), poolRoute("rr"), poolRoute("kv"),
+		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: "sticky"},
+			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategySessionAffinity}},
+		pool("rr", "rr"), pool("kv", "kv"), pool("sticky", "sticky"), poolRoute("rr"), poolRoute("kv"),
 		testenv.EngineService(pns, "llama", map[string]string{"app": "ranks"}), svcRoute)
 	g, view := runGateway(t, c, gateway.Options{})
 	base := "http://" + listener
@@ -249,6 +252,44 @@ func TestInferencePoolRanks(t *testing.T) {
 				t.Errorf("picked %v, want 5 of each of %v", picked, ranks)
 				break
 			}
+		}
+	})
+
+	t.Run("the picker's subset names ranks, and a fallback rank that served is learnt", func(t *testing.T) {
+		picker := g.Picker(gateway.PickScope{Pool: &types.NamespacedName{Namespace: pns, Name: "sticky"}})
+		headers := http.Header{":path": {"/v1/chat/completions"}, "Content-Type": {"application/json"}, "X-Session-Id": {"s"}}
+		pick := func(subset ...string) extproc.Pick {
+			t.Helper()
+			req := extproc.Request{Headers: headers, Body: chatBody(model, false)}
+			if subset != nil {
+				req.Subset = map[string]bool{}
+				for _, e := range subset {
+					req.Subset[e] = true
+				}
+			}
+			p, err := picker.Pick(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		p := pick(ranks[1])
+		p.Reservation.Release()
+		if !slices.Equal(p.Endpoints, []string{ranks[1]}) {
+			t.Errorf("endpoints for the subset {%s} = %v, want exactly that rank", ranks[1], p.Endpoints)
+		}
+
+		// The session's pick, within one pod's ranks: the other rank is the fallback.
+		p = pick(ranks[0], ranks[1])
+		if len(p.Endpoints) != 2 {
+			t.Fatalf("endpoints for the subset of pod-0's ranks = %v, want both", p.Endpoints)
+		}
+		p.Reservation.Served(p.Endpoints[1])
+		p.Reservation.Release()
+		next := pick()
+		next.Reservation.Release()
+		if next.Endpoints[0] != p.Endpoints[1] {
+			t.Errorf("the session's next pick = %v, want %s first, which served the last (picked: %s)", next.Endpoints, p.Endpoints[1], p.Endpoints[0])
 		}
 	})
 
