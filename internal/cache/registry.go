@@ -221,9 +221,9 @@ type Reader struct {
 //
 // Readers (the embedded Reader) load the current snapshot without locking. Writers
 // (UpsertPod, DeletePod, SetPool, DeletePool, SetAdapterInstances, DeleteAdapter,
-// SetModelListing, ForgetModelListing) hold mu, update the writer-owned records and publish a new
-// snapshot; a listing republishes only its pod, and only when the pod's served adapters
-// change. SetMetrics stores one pod's metrics in its hot cell without publishing,
+// SetModelListing, ForgetModelListing) hold mu, update the writer-owned records and
+// publish a new snapshot; a listing republishes only its pod, and only when the pod's
+// served adapters change. SetMetrics stores one pod's metrics in its hot cell without publishing,
 // unless the adapters named by lora_requests_info change.
 type Cache struct {
 	Reader
@@ -683,9 +683,12 @@ func (c *Cache) servedAdapters(k endpoint.Key, rec *podRecord) []string {
 	if base == "" {
 		return nil
 	}
+	if k.IsRank() {
+		return c.join(k.Namespace, rec, nil)
+	}
 	var claims []instanceClaim
 	for ak, a := range c.adapters {
-		if ak.Namespace == k.Namespace && a.baseModel == base && !k.IsRank() {
+		if ak.Namespace == k.Namespace && a.baseModel == base {
 			if since, ok := a.instances[k.Name]; ok {
 				claims = append(claims, instanceClaim{adapter: ak.Name, since: since})
 			}
