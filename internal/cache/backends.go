@@ -3,6 +3,7 @@ package cache
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -87,8 +88,8 @@ func backendService(ns string, ref gatewayv1.BackendObjectReference) types.Names
 	return types.NamespacedName{}
 }
 
-// selectorID identifies what svc selects: its namespace and selector, or, for a Service
-// without a selector, the Service itself (its EndpointSlices choose its pods).
+// selectorID identifies what svc selects: its namespace, selector and ranks, or, for a
+// Service without a selector, the Service itself (its EndpointSlices choose its pods).
 func selectorID(svc Service) string {
 	if len(svc.Selector) == 0 {
 		return "service " + svc.Key.String()
@@ -97,6 +98,9 @@ func selectorID(svc Service) string {
 	b.WriteString(svc.Key.Namespace)
 	for _, k := range slices.Sorted(maps.Keys(svc.Selector)) {
 		b.WriteString("\x00" + k + "=" + svc.Selector[k])
+	}
+	for _, port := range svc.Ranks { // a pool's Service selects other endpoints of the pods
+		b.WriteString("\x00:" + strconv.Itoa(int(port)))
 	}
 	return b.String()
 }

@@ -222,7 +222,7 @@ func InitForGateway(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		namespaceFeed(g.Namespaces), newCertificateFeed(g.Certificates),
 	}
 	if KnowsKind(mgr, schema.GroupKind{Group: inferencev1.GroupName, Kind: routetable.PoolKind}) {
-		feeds = append(feeds, poolFeed(g.Pools, g.Services))
+		feeds = append(feeds, poolFeed(c, g.Pools, g.Services))
 	}
 	var err error
 	if g.Sync, err = wire(mgr, "gateway", feeds, g.scraper); err != nil {

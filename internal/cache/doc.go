@@ -1,7 +1,8 @@
 // Package cache owns Switchboard's in-process metadata cache: the pod registry (engine
-// endpoints and their latest metrics), the model registry (base models and LoRA adapters
+// endpoints and their latest metrics; in the gateway, also the ranks InferencePools make
+// of their pods' target ports), the model registry (base models and LoRA adapters
 // mapped to the endpoints that serve them), per-endpoint and per-model request tracking,
-// and, for the gateway, stores of RoutingPolicies, Services, HTTPRoutes, Gateways and
+// and, for the gateway, stores of RoutingPolicies, Services, InferencePools, HTTPRoutes, Gateways and
 // the TLS certificates of the Secrets those Gateways' listeners name (only those).
 //
 // Three init helpers build a cache context for one process role on a controller-runtime

@@ -1,12 +1,13 @@
 package cache
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -126,7 +127,8 @@ func (s *snapshot) pod(k endpoint.Key) (*Pod, bool) {
 	return p, ok
 }
 
-// podRecord is the writer's copy of one pod's input and shared state.
+// podRecord is the writer's copy of one endpoint's input and shared state: a pod's own
+// or a rank's.
 type podRecord struct {
 	ep    endpoint.Endpoint
 	state *podState
@@ -140,6 +142,14 @@ type podRecord struct {
 	loraSeen []string
 	// published is the Pod last published for ep, reused while its adapters stay equal.
 	published *Pod
+	// ranks are, for a pod's own record, the sorted ports of its ranks' records.
+	ranks []int32
+}
+
+// poolRecord is the writer's copy of what one InferencePool selects.
+type poolRecord struct {
+	selector map[string]string
+	ports    []int32
 }
 
 // adapterRecord is the writer's copy of one ModelAdapter's status.
@@ -194,13 +204,26 @@ type Reader struct {
 // A model name served by some routable pod as its base model is routed to those pods
 // only, never to pods that merely have an adapter of that name.
 //
+// # Ranks
+//
+// An InferencePool (SetPool) makes every one of its targetPorts of every pod it selects an
+// endpoint of its own, a rank (endpoint.Key.Port): a data-parallel engine server with its
+// own metrics (the Scraper scrapes every entry's address and port), load counters, model
+// listing and engine session. A rank is a copy of its pod's endpoint on its port, kept in
+// step with the pod; the targetPort equal to the pod's own engine port is the pod's own
+// endpoint, not a rank, so a pool on its pods' engine port adds no entry. Ranks serve the
+// pod's base model and the adapters their own engine's listing (or, before the first,
+// vllm:lora_requests_info) names: ModelAdapter status.instances names pods, which the
+// ModelAdapter controller loads through their own engine port, so placement claims the
+// pod's own endpoint only. Only pools' Services select ranks (Service.Selects).
+//
 // # Synchronisation
 //
 // Readers (the embedded Reader) load the current snapshot without locking. Writers
-// (UpsertPod, DeletePod, SetAdapterInstances, DeleteAdapter, SetModelListing,
-// ForgetModelListing) hold mu, update the writer-owned records and publish a new
-// snapshot; a listing republishes only its pod, and only when the pod's served adapters
-// change. SetMetrics stores one pod's metrics in its hot cell without publishing,
+// (UpsertPod, DeletePod, SetPool, DeletePool, SetAdapterInstances, DeleteAdapter,
+// SetModelListing, ForgetModelListing) hold mu, update the writer-owned records and
+// publish a new snapshot; a listing republishes only its pod, and only when the pod's
+// served adapters change. SetMetrics stores one pod's metrics in its hot cell without publishing,
 // unless the adapters named by lora_requests_info change.
 type Cache struct {
 	Reader
@@ -211,6 +234,7 @@ type Cache struct {
 	// mu serialises writers and guards the fields below; readers never take it.
 	mu         sync.Mutex
 	pods       map[endpoint.Key]*podRecord
+	pools      map[types.NamespacedName]poolRecord
 	adapters   map[endpoint.Key]adapterRecord
 	modelLoads map[string]*ModelLoad
 	// cells allocates the pods' hot cells; stripes counts the pods given a stripe.
@@ -224,6 +248,7 @@ type Cache struct {
 func New() *Cache {
 	c := &Cache{
 		pods:       make(map[endpoint.Key]*podRecord),
+		pools:      make(map[types.NamespacedName]poolRecord),
 		adapters:   make(map[endpoint.Key]adapterRecord),
 		modelLoads: make(map[string]*ModelLoad),
 	}
@@ -257,7 +282,8 @@ func (r Reader) ListEndpoints(model string) []*Pod {
 // metrics or counters), so that a reader can keep what it derives from them until then.
 func (r Reader) Version() uint64 { return r.snap.Load().version }
 
-// NamespacePods returns every known pod of namespace ns, routable or not, sorted by name.
+// NamespacePods returns every known endpoint of namespace ns (pods' own and ranks),
+// routable or not, sorted by key.
 // The slice is shared with every reader and MUST NOT be modified.
 func (r Reader) NamespacePods(ns string) []*Pod { return r.snap.Load().namespaces[ns] }
 
@@ -370,16 +396,23 @@ func (c *Cache) republishIfChanged(k endpoint.Key, rec *podRecord) {
 	}
 }
 
-// UpsertPod adds or replaces the pod e.Key. e.Adapters is ignored: adapters are joined
-// as the Cache documents. e.Labels is copied. Metrics are dropped when the address or
-// port changes; the engine session ends (and its model listing is dropped) when the
-// address or port changes or the pod stops being routable.
+// UpsertPod adds or replaces the pod e.Key (a pod's own key, Port 0) and its ranks.
+// e.Adapters is ignored: adapters are joined as the Cache documents. e.Labels is copied.
+// Metrics are dropped when the address or port changes; the engine session ends (and its
+// model listing is dropped) when the address or port changes or the pod stops being
+// routable.
 func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	e.Labels = maps.Clone(e.Labels)
 	e.Adapters = nil
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.syncRanks(c.upsert(e))
+}
+
+// upsert adds or replaces the endpoint e.Key, as UpsertPod documents, and returns its
+// record. The caller holds c.mu.
+func (c *Cache) upsert(e endpoint.Endpoint) *podRecord {
 	rec, ok := c.pods[e.Key]
 	switch {
 	case !ok:
@@ -395,6 +428,83 @@ func (c *Cache) UpsertPod(e endpoint.Endpoint) {
 	}
 	rec.ep = e
 	c.publishPod(e.Key)
+	return rec
+}
+
+// SetPool records that the InferencePool pool selects the pods of its namespace whose
+// labels match selector (an empty one matches none), on each of ports, and makes or
+// removes ranks to match (see Cache). selector and ports MUST NOT be modified afterwards.
+func (c *Cache) SetPool(pool types.NamespacedName, selector map[string]string, ports []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pools[pool] = poolRecord{selector: selector, ports: ports}
+	c.syncNamespaceRanks(pool.Namespace)
+}
+
+// DeletePool removes the InferencePool pool, if present, and the ranks only it made.
+func (c *Cache) DeletePool(pool types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pools[pool]; !ok {
+		return
+	}
+	delete(c.pools, pool)
+	c.syncNamespaceRanks(pool.Namespace)
+}
+
+// syncNamespaceRanks brings the ranks of every pod of namespace ns in line with the
+// pools. The caller holds c.mu.
+func (c *Cache) syncNamespaceRanks(ns string) {
+	var pods []*podRecord
+	for k, rec := range c.pods {
+		if k.Namespace == ns && !k.IsRank() {
+			pods = append(pods, rec)
+		}
+	}
+	for _, rec := range pods {
+		c.syncRanks(rec)
+	}
+}
+
+// syncRanks makes the ranks of the pod recorded as rec those its namespace's pools make,
+// each a copy of the pod's endpoint on its port. The caller holds c.mu.
+func (c *Cache) syncRanks(rec *podRecord) {
+	ports := c.rankPorts(rec.ep)
+	for _, port := range rec.ranks {
+		if _, ok := slices.BinarySearch(ports, port); !ok {
+			c.deleteRecord(rankKey(rec.ep.Key, port))
+		}
+	}
+	for _, port := range ports {
+		rank := rec.ep
+		rank.Key, rank.Port = rankKey(rec.ep.Key, port), port
+		c.upsert(rank)
+	}
+	rec.ranks = ports
+}
+
+// rankPorts returns the sorted ports of the ranks of pod e: those of the pools of its
+// namespace that select it, other than its own engine port. The caller holds c.mu.
+func (c *Cache) rankPorts(e endpoint.Endpoint) []int32 {
+	var ports []int32
+	for k, pool := range c.pools {
+		if k.Namespace != e.Key.Namespace || !matchesLabels(pool.selector, e.Labels) {
+			continue
+		}
+		for _, port := range pool.ports {
+			if port != e.Port {
+				ports = append(ports, port)
+			}
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
+}
+
+// rankKey is the key of pod's rank on port.
+func rankKey(pod endpoint.Key, port int32) endpoint.Key {
+	pod.Port = port
+	return pod
 }
 
 // newSession starts a new engine session for rec, forgetting its listing. The caller
@@ -405,13 +515,22 @@ func (c *Cache) newSession(rec *podRecord) {
 	rec.listing = nil
 }
 
-// DeletePod removes the pod with key k, if present.
+// DeletePod removes the pod with key k (a pod's own key) and its ranks, if present.
 func (c *Cache) DeletePod(k endpoint.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pods[k]; !ok {
+	rec, ok := c.pods[k]
+	if !ok {
 		return
 	}
+	for _, port := range rec.ranks {
+		c.deleteRecord(rankKey(k, port))
+	}
+	c.deleteRecord(k)
+}
+
+// deleteRecord removes the endpoint k and publishes its removal. The caller holds c.mu.
+func (c *Cache) deleteRecord(k endpoint.Key) {
 	delete(c.pods, k)
 	c.publishPod(k)
 }
@@ -556,12 +675,16 @@ type instanceClaim struct {
 	since time.Time
 }
 
-// servedAdapters returns the sorted adapters pod k, recorded as rec, serves by the join
-// rule documented on Cache. The caller holds c.mu.
+// servedAdapters returns the sorted adapters endpoint k, recorded as rec, serves by the
+// join rule documented on Cache; ModelAdapter placement claims pods' own endpoints only.
+// The caller holds c.mu.
 func (c *Cache) servedAdapters(k endpoint.Key, rec *podRecord) []string {
 	base := rec.ep.BaseModel
 	if base == "" {
 		return nil
+	}
+	if k.IsRank() {
+		return c.join(k.Namespace, rec, nil)
 	}
 	var claims []instanceClaim
 	for ak, a := range c.adapters {
@@ -610,10 +733,8 @@ func (c *Cache) modelLoad(name string) *ModelLoad {
 	return l
 }
 
-// compareKeys orders keys by namespace, then name.
-func compareKeys(a, b endpoint.Key) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-}
+// compareKeys orders keys as endpoint.Key.Compare does.
+func compareKeys(a, b endpoint.Key) int { return a.Compare(b) }
 
 // publish builds a whole new snapshot from the writer-owned records and stores it; used
 // when an adapter mapping changes, which can touch many pods. The caller holds c.mu.

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,7 +23,12 @@ import (
 // are not followed, so a hand-written EndpointSlice cannot widen a route beyond its
 // Service's namespace.
 //
-// Selector, EndpointPods and Ports are shared with every reader and MUST NOT be modified.
+// A Service selects pods' own endpoints (endpoint.Key.Port 0), never ranks. The Service
+// equivalent of an InferencePool (poolService) has Ranks instead: it selects, of each pod
+// its selector matches, the endpoint on every one of the pool's targetPorts.
+//
+// Selector, EndpointPods, Ports and Ranks are shared with every reader and MUST NOT be
+// modified.
 type Service struct {
 	// Key is the Service's namespace and name.
 	Key types.NamespacedName
@@ -33,6 +39,10 @@ type Service struct {
 	EndpointPods map[string]bool
 	// Ports are the Service's TCP ports.
 	Ports []ServicePort
+	// Ranks are, for the Service equivalent of an InferencePool, the pool's targetPorts:
+	// the ports of the endpoints it selects, each of which receives its traffic on its
+	// own port. Empty for a Service.
+	Ranks []int32
 }
 
 // ServicePort is one port of a Service.
@@ -123,16 +133,32 @@ func serviceFromObject(svc *corev1.Service) Service {
 
 // Selects reports whether the Service selects p: p is in the Service's namespace and
 // carries every label of a non-empty selector, or, without a selector, is one of its
-// EndpointPods.
+// EndpointPods; and p is a pod's own endpoint, or, for a pool's Service, an endpoint on
+// one of its Ranks.
 func (s Service) Selects(p *Pod) bool {
 	if p.Key.Namespace != s.Key.Namespace {
+		return false
+	}
+	if len(s.Ranks) > 0 {
+		return slices.Contains(s.Ranks, p.Port) && matchesLabels(s.Selector, p.Labels)
+	}
+	if p.Key.IsRank() {
 		return false
 	}
 	if len(s.Selector) == 0 {
 		return s.EndpointPods[p.Key.Name]
 	}
-	for k, v := range s.Selector {
-		if got, ok := p.Labels[k]; !ok || got != v {
+	return matchesLabels(s.Selector, p.Labels)
+}
+
+// matchesLabels reports whether labels carry every label of selector, which selects
+// nothing when empty.
+func matchesLabels(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
 			return false
 		}
 	}
@@ -162,8 +188,12 @@ func (s Service) HasPort(port int32) bool {
 // TargetPort resolves the Service port port to the port of p that receives its traffic,
 // as kube-proxy does: the port's numeric targetPort (the port itself when unset), or the
 // number of p's container port named by targetPort. It reports false when the Service has
-// no such port or p has no such named port.
+// no such port or p has no such named port. For a pool's Service, whose endpoints each
+// receive their traffic on their own port, it is p's port when p is on one of its Ranks.
 func (s Service) TargetPort(port int32, p *Pod) (int32, bool) {
+	if len(s.Ranks) > 0 {
+		return p.Port, s.HasPort(port) && slices.Contains(s.Ranks, p.Port)
+	}
 	for _, sp := range s.Ports {
 		if sp.Port != port {
 			continue

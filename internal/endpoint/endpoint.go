@@ -1,16 +1,42 @@
 package endpoint
 
-// Key identifies a pod that the gateway may send requests to.
+import (
+	"cmp"
+	"strconv"
+)
+
+// Key identifies an endpoint the gateway may send requests to: a pod's own endpoint
+// (Port 0), or a rank of the pod, the engine server it runs on one of an InferencePool's
+// targetPorts (Port that port). Each rank is an endpoint of its own, with its own
+// metrics, load counters, model listing and routing state.
 type Key struct {
 	// Namespace is the pod's namespace.
 	Namespace string
 	// Name is the pod's name.
 	Name string
+	// Port is 0 for the pod's own endpoint, on its engine port (the switchboard.dev/port
+	// label); otherwise the port of the rank. A pool's targetPort equal to the pod's
+	// engine port is the pod's own endpoint, not a rank.
+	Port int32
 }
 
-// String returns the key as "namespace/name", the form used in the
-// x-switchboard-endpoint response header.
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// String returns the key as "namespace/name", or "namespace/name:port" for a rank: the
+// form used in the x-switchboard-endpoint response header.
+func (k Key) String() string {
+	if k.Port == 0 {
+		return k.Namespace + "/" + k.Name
+	}
+	return k.Namespace + "/" + k.Name + ":" + strconv.Itoa(int(k.Port))
+}
+
+// Compare orders keys by namespace, name, then port (a pod's own endpoint before its
+// ranks), returning -1, 0 or +1 as cmp.Compare does.
+func (k Key) Compare(o Key) int {
+	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name), cmp.Compare(k.Port, o.Port))
+}
+
+// IsRank reports whether k names a rank rather than a pod's own endpoint.
+func (k Key) IsRank() bool { return k.Port != 0 }
 
 // Engine names the inference engine running in a pod; it selects the metric names scraped.
 type Engine string
@@ -23,20 +49,21 @@ const (
 	EngineSGLang Engine = "sglang"
 )
 
-// Endpoint is the immutable description of one pod the gateway may send requests to: an
-// engine pod (BaseModel set), or in the gateway's cache any other pod, which a Service can
-// select for plain Gateway API routing.
+// Endpoint is the immutable description of one endpoint the gateway may send requests to:
+// an engine pod (BaseModel set), or in the gateway's cache any other pod, which a Service
+// can select for plain Gateway API routing, or a rank of a pod (Key.Port set), which only
+// an InferencePool selects. A rank carries its pod's description with Port its own.
 //
 // Labels, NamedPorts and Adapters are shared with every holder of the value and MUST NOT be
 // modified.
 type Endpoint struct {
-	// Key is the pod's namespace and name.
+	// Key is the pod's namespace and name, and a rank's port.
 	Key Key
 	// Address is the pod IP; empty while the pod has none.
 	Address string
 	// Port is the engine's serving port, which also serves /metrics: the
-	// switchboard.dev/port label, or 8000. Requests through a Service go to the port the
-	// Service resolves to instead.
+	// switchboard.dev/port label, or 8000; a rank's Key.Port. Requests through a Service
+	// go to the port the Service resolves to instead.
 	Port int32
 	// NamedPorts maps the names of the pod's container ports to their numbers, for
 	// Services whose targetPort is a name.

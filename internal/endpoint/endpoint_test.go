@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"testing"
 	"time"
 )
@@ -28,6 +29,21 @@ func TestRoutable(t *testing.T) {
 func TestKeyString(t *testing.T) {
 	if got := (Key{Namespace: "ns", Name: "p"}).String(); got != "ns/p" {
 		t.Errorf("String() = %q, want ns/p", got)
+	}
+	if got := (Key{Namespace: "ns", Name: "p", Port: 8001}).String(); got != "ns/p:8001" {
+		t.Errorf("rank String() = %q, want ns/p:8001", got)
+	}
+}
+
+func TestKeyCompare(t *testing.T) {
+	pod := Key{Namespace: "ns", Name: "p"}
+	ordered := []Key{{Namespace: "a", Name: "z"}, pod, {Namespace: "ns", Name: "p", Port: 8001}, {Namespace: "ns", Name: "p", Port: 8002}, {Namespace: "ns", Name: "q"}}
+	for i := range ordered {
+		for j := range ordered {
+			if got, want := ordered[i].Compare(ordered[j]), cmp.Compare(i, j); got != want {
+				t.Errorf("%s.Compare(%s) = %d, want %d", ordered[i], ordered[j], got, want)
+			}
+		}
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 
 // Headers the gateway reads or writes (DESIGN §5, §2).
 const (
-	// HeaderEndpoint names the endpoint that served the request, "namespace/pod".
+	// HeaderEndpoint names the endpoint that served the request, "namespace/pod", or for
+	// an InferencePool rank on another port than the pod's engine port "namespace/pod:port".
 	HeaderEndpoint = "x-switchboard-endpoint"
 	// HeaderRequestID carries the request id; a client's own value is kept.
 	HeaderRequestID = "x-request-id"

@@ -15,20 +15,22 @@ const (
 	PoolPolicyAnnotation = "inference.switchboard.dev/routing-policy"
 )
 
-// Pool is what the gateway needs of an InferencePool: the pods it selects, the port
-// they serve on and the RoutingPolicy that routes to them.
+// Pool is what the gateway needs of an InferencePool: the pods it selects, the ports
+// they serve on and the RoutingPolicy that routes to them. Each port of each selected pod
+// is an endpoint of its own (a data-parallel rank, as the Inference Extension models
+// them).
 type Pool struct {
 	// Key is the pool's namespace and name.
 	Key types.NamespacedName
 	// Selector is spec.selector.matchLabels: the pool's pods, in its namespace.
 	Selector map[string]string
-	// Port is the first of spec.targetPorts.
-	Port int32
+	// Ports are spec.targetPorts, in spec order.
+	Ports []int32
 	// Policy is the RoutingPolicy that routes the pool's requests (PoolPolicyAnnotation).
 	Policy types.NamespacedName
 }
 
-// PoolOf returns the Pool of p. Its Selector is p's and MUST NOT be modified.
+// PoolOf returns the Pool of p. Its Selector and Ports MUST NOT be modified.
 func PoolOf(p *inferencev1.InferencePool) Pool {
 	pool := Pool{Key: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, Policy: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
 	if name := p.Annotations[PoolPolicyAnnotation]; name != "" {
@@ -39,13 +41,22 @@ func PoolOf(p *inferencev1.InferencePool) Pool {
 		sel[string(k)] = string(v)
 	}
 	pool.Selector = sel
-	if len(p.Spec.TargetPorts) > 0 {
-		pool.Port = int32(p.Spec.TargetPorts[0].Number)
+	for _, port := range p.Spec.TargetPorts {
+		pool.Ports = append(pool.Ports, int32(port.Number))
 	}
 	return pool
 }
 
-// PoolService is the key under which a pool's pods and port are kept beside the
+// Port is the port a backend to the pool is filed under (Backend.Port): the first of
+// Ports, 0 when there is none. The pool's endpoints are on every one of Ports.
+func (p Pool) Port() int32 {
+	if len(p.Ports) == 0 {
+		return 0
+	}
+	return p.Ports[0]
+}
+
+// PoolService is the key under which a pool's pods and ports are kept beside the
 // Services' (Backend.Service of a pool backend): the pool's name behind a prefix that no
 // Service name can have, as names cannot contain "/".
 func PoolService(pool types.NamespacedName) types.NamespacedName {

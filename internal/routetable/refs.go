@@ -90,7 +90,7 @@ func (r *resolver) poolBackend(routeNamespace string, target types.NamespacedNam
 	if !ok {
 		return reject(gatewayv1.RouteReasonBackendNotFound, "InferencePool %s not found", target)
 	}
-	return Backend{Service: PoolService(target), Port: pool.Port, Weight: weight, Pool: &pool}, RejectedBackend{}, true
+	return Backend{Service: PoolService(target), Port: pool.Port(), Weight: weight, Pool: &pool}, RejectedBackend{}, true
 }
 
 // certificates resolves the tls.certificateRefs of an HTTPS listener of a Gateway in

@@ -228,13 +228,13 @@ func checkBackends(t *testing.T, r *Rule, want []Backend, wantRejected []Rejecte
 // and port, whatever port it names, within the namespace rules, and makes the rule an
 // inference rule routed by the pool's RoutingPolicy unless a filter names another.
 func TestPoolBackends(t *testing.T) {
-	llm := Pool{Key: nn("team", "llm"), Selector: map[string]string{"app": "llm"}, Port: 8000, Policy: nn("team", "llm")}
+	llm := Pool{Key: nn("team", "llm"), Selector: map[string]string{"app": "llm"}, Ports: []int32{8000}, Policy: nn("team", "llm")}
 	tuned := llm
 	tuned.Policy = nn("team", "tuned")
-	shared := Pool{Key: nn("models", "shared"), Selector: map[string]string{"app": "shared"}, Port: 9000, Policy: nn("models", "shared")}
+	shared := Pool{Key: nn("models", "shared"), Selector: map[string]string{"app": "shared"}, Ports: []int32{9000}, Policy: nn("models", "shared")}
 	valid := policyStates{"team/llm": nil, "team/tuned": nil, "team/fast": nil, "models/shared": nil}
 	backend := func(p Pool) []Backend {
-		return []Backend{{Service: PoolService(p.Key), Port: p.Port, Weight: 1, Pool: &p}}
+		return []Backend{{Service: PoolService(p.Key), Port: p.Port(), Weight: 1, Pool: &p}}
 	}
 	cases := []struct {
 		name         string

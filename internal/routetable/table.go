@@ -191,7 +191,7 @@ type Backend struct {
 	// Service is the referenced Service, or for an InferencePool the key of the pool's
 	// pods and port (PoolService).
 	Service types.NamespacedName
-	// Port is the Service port; for an InferencePool, its pods' port.
+	// Port is the Service port; for an InferencePool, its first targetPort (Pool.Port).
 	Port int32
 	// Pool is the referenced InferencePool; nil for a Service.
 	Pool *Pool

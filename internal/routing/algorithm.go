@@ -85,8 +85,10 @@ func (e Eligibility) Oldest(now time.Time) int64 { return now.Add(-e.StaleAfter)
 
 // Learner is implemented by algorithms that learn from each routed request, such as a
 // prefix index or a session table. Learn is called once per request, after the chosen
-// endpoint has been reserved. It returns a Receipt when what it learnt can be corrected
-// by what the engine reports about the request, nil otherwise.
+// endpoint has been reserved, and once more, with the endpoint that served the request
+// instead, if the data plane reports that a fallback did (Target.Served). It returns a
+// Receipt when what it learnt can be corrected by what the engine reports about the
+// request, nil otherwise.
 type Learner interface {
 	Learn(rc *RoutingContext, chosen *cache.Pod) Receipt
 }

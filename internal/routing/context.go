@@ -201,6 +201,10 @@ type Target struct {
 	reservation cache.Reservation
 	// receipt, if set, is the routing algorithm's, settled by Report.
 	receipt Receipt
+	// learner, if set, learnt the choice from rc, the context the target resolves; Served
+	// has it learn again.
+	learner Learner
+	rc      *RoutingContext
 	// admission, if set, is told when the reservation is released.
 	admission *Admission
 	once      sync.Once
@@ -219,6 +223,19 @@ func (t *Target) Report(u Usage) {
 		return
 	}
 	t.reported.Do(func() { t.receipt.Settle(u) })
+}
+
+// Served tells the routing algorithm that chose the target that p served the request
+// instead of Pod, as a fallback the data plane tried: what it learns from a routed
+// request, such as a prefix-index entry or a session's endpoint, it learns for p, and a
+// later Report corrects what it learnt there. What it learnt for Pod stays until the
+// algorithm corrects or forgets it. It moves no reservation. It MUST NOT be called
+// concurrently with Report, nor after the context's memory is initialised again.
+func (t *Target) Served(p *cache.Pod) {
+	if t.learner == nil || p == t.Pod {
+		return
+	}
+	t.receipt = t.learner.Learn(t.rc, p)
 }
 
 // Release ends the reservation, adding tokensOut generated tokens to the counters. Only

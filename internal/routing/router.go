@@ -130,7 +130,7 @@ func (s selector) reserve(rc *RoutingContext, p *cache.Pod, seen int64, attempt 
 	}
 	t.Pod, t.admission = p, s.opts.Admission
 	if s.learner != nil {
-		t.receipt = s.learner.Learn(rc, p)
+		t.receipt, t.learner, t.rc = s.learner.Learn(rc, p), s.learner, rc
 	}
 	return t, true
 }

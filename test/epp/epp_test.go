@@ -28,33 +28,39 @@ import (
 const waitTimeout = 30 * time.Second
 
 // TestGatewayPicker runs the EPP protocol suite against the gateway binary's ext_proc
-// picker as the endpoint picker of an InferencePool of three engine-sim pods that each
-// take one request at a time, without a queue, with two replicas of the picker electing
-// a leader.
+// picker as the endpoint picker of an InferencePool of three pods, each serving two
+// data-parallel ranks (an engine-sim process on each of the pool's two targetPorts) that
+// each take one request at a time, without a queue, with two replicas of the picker
+// electing a leader.
 func TestGatewayPicker(t *testing.T) {
 	const ns, model = "epp", "llama-3-8b"
 	c := testenv.Start(t)
 	gateway := testenv.Build(t, "gateway")
 	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	// The pool's pods serve on one target port.
+	// The pool's pods serve a rank on each of its two target ports: the pod's own engine
+	// port (its switchboard.dev/port label), and another.
 	first := testenv.EngineProcess(t, "127.0.0.103", model)
 	_, port, _ := net.SplitHostPort(first)
-	endpoints := []string{first}
-	for _, host := range []string{"127.0.0.104", "127.0.0.105"} {
-		endpoints = append(endpoints, testenv.EngineProcessAt(t, net.JoinHostPort(host, port), model))
-	}
-	for i, e := range endpoints {
-		c.EnginePod(t, ns, "engine-"+strconv.Itoa(i), model, e, map[string]string{"pool": "suite"})
+	_, rankPort, _ := net.SplitHostPort(testenv.FreeAddr(t, "127.0.0.103"))
+	var endpoints []string // the ranks of each pod in turn
+	for i, host := range []string{"127.0.0.103", "127.0.0.104", "127.0.0.105"} {
+		own := first
+		if i > 0 {
+			own = testenv.EngineProcessAt(t, net.JoinHostPort(host, port), model)
+		}
+		endpoints = append(endpoints, own, testenv.EngineProcessAt(t, net.JoinHostPort(host, rankPort), model))
+		c.EnginePod(t, ns, "engine-"+strconv.Itoa(i), model, own, map[string]string{"pool": "suite"})
 	}
 	// A pod of the namespace outside the pool's selector: never picked.
 	c.EnginePod(t, ns, "outsider", model, net.JoinHostPort("127.0.0.106", port), nil)
 	targetPort, _ := strconv.Atoi(port)
+	secondPort, _ := strconv.Atoi(rankPort)
 	c.Create(t,
 		&inferencev1.InferencePool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "suite"},
 			Spec: inferencev1.InferencePoolSpec{
 				Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"pool": "suite"}},
-				TargetPorts: []inferencev1.Port{{Number: inferencev1.PortNumber(targetPort)}},
+				TargetPorts: []inferencev1.Port{{Number: inferencev1.PortNumber(targetPort)}, {Number: inferencev1.PortNumber(secondPort)}},
 			},
 		},
 		// The pool's RoutingPolicy, named like it.

@@ -3,6 +3,7 @@ package epp
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -21,7 +22,10 @@ import (
 type Pool struct {
 	// Model is a model that every endpoint serves; required.
 	Model string
-	// Endpoints are the "ip:port" of the pool's ready endpoints; at least two.
+	// Endpoints are the "ip:port" of the pool's ready endpoints; at least two. Several
+	// on one IP are the ranks of one pod, each an endpoint of its own (a data-parallel
+	// engine on each of the pool's targetPorts); the rank tests need such a pod and are
+	// skipped without one.
 	Endpoints []string
 	// UnknownModel is a model that no endpoint serves; "epp-suite-unknown-model" if empty.
 	UnknownModel string
@@ -82,6 +86,7 @@ func Run(t *testing.T, target string, pool Pool) {
 			})
 			t.Run("UnknownModelIs404", func(t *testing.T) { s.testRejected(t, mode, nil, s.chat(pool.UnknownModel), http.StatusNotFound) })
 			t.Run("FallbacksAreOrderedDistinctAndInTheSubset", func(t *testing.T) { s.testFallbacks(t, mode) })
+			t.Run("EachRankIsAnEndpoint", func(t *testing.T) { s.testRanks(t, mode) })
 			t.Run("BodyPassesThrough", func(t *testing.T) { s.testBody(t, mode) })
 		})
 	}
@@ -191,6 +196,46 @@ func (s *suite) testFallbacks(t *testing.T, mode extprocfilterv3.ProcessingMode_
 	}
 	check(nil, len(s.pool.Endpoints))
 	check(s.pool.Endpoints[:2], 2)
+}
+
+func (s *suite) testRanks(t *testing.T, mode extprocfilterv3.ProcessingMode_BodySendMode) {
+	ranks := s.ranks()
+	if ranks == nil {
+		t.Skip("no two endpoints of the pool share an IP (Pool.Endpoints)")
+	}
+	for _, r := range ranks {
+		eps, x := s.routed(t, mode, []string{r})
+		if !slices.Equal(eps, []string{r}) {
+			t.Errorf("subset {%s}: destination %v, want exactly that rank", r, eps)
+		}
+		finish(x, eps[0])
+	}
+	// routed checks that the pick and the fallbacks are the pod's ranks.
+	eps, x := s.routed(t, mode, ranks)
+	defer finish(x, eps[0])
+	if want := min(s.pool.MinFallbacks, len(ranks)-1); len(eps)-1 < want {
+		t.Errorf("subset %v (one pod's ranks): destination %v, want at least %d other ranks of the pod as fallbacks", ranks, eps, want)
+	}
+}
+
+// ranks returns the endpoints on the first IP of the pool's endpoints that has several,
+// in the pool's order: the ranks of one pod; nil when every IP has one.
+func (s *suite) ranks() []string {
+	byHost := map[string][]string{}
+	var hosts []string
+	for _, e := range s.pool.Endpoints {
+		host, _, _ := net.SplitHostPort(e)
+		if byHost[host] == nil {
+			hosts = append(hosts, host)
+		}
+		byHost[host] = append(byHost[host], e)
+	}
+	for _, host := range hosts {
+		if len(byHost[host]) > 1 {
+			return byHost[host]
+		}
+	}
+	return nil
 }
 
 func (s *suite) testBody(t *testing.T, mode extprocfilterv3.ProcessingMode_BodySendMode) {

@@ -3,6 +3,7 @@ package sessionaffinity
 import (
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -175,18 +176,18 @@ func rendezvous(id string, n int, key func(int) endpoint.Key, admitted func(int)
 }
 
 // weight returns the rendezvous weight of key given session, a digest of the session id
-// and a separator. session is a copy, so the caller's digest is not advanced.
+// and a separator. session is a copy, so the caller's digest is not advanced. A rank's
+// port is hashed too, so that the ranks of one pod weigh differently.
 func weight(session xxhash.Digest, key endpoint.Key) uint64 {
 	_, _ = session.WriteString(key.Namespace)
 	_, _ = session.WriteString("/")
 	_, _ = session.WriteString(key.Name)
+	if key.IsRank() {
+		var port [12]byte
+		_, _ = session.Write(strconv.AppendInt(append(port[:0], ':'), int64(key.Port), 10))
+	}
 	return session.Sum64()
 }
 
-// less orders endpoint keys by namespace, then name.
-func less(a, b endpoint.Key) bool {
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
-}
+// less orders endpoint keys as the cache sorts candidates (endpoint.Key.Compare).
+func less(a, b endpoint.Key) bool { return a.Compare(b) < 0 }

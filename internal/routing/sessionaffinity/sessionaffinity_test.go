@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/switchboard-llm/switchboard/internal/cache"
+	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 	"github.com/switchboard-llm/switchboard/internal/routing/sessionaffinity"
@@ -431,5 +434,28 @@ func TestPickPodAgreesWithPick(t *testing.T) {
 	}
 	if _, _, ok := r.PickPod(fleet.Context(routing.Request{}), routing.Eligibility{}); ok {
 		t.Error("PickPod without a session id did not decline")
+	}
+}
+
+// TestSessionSticksToARank: a session served by one rank of a pod (an InferencePool
+// targetPort, an endpoint of its own) sticks to that rank, not to the pod's own endpoint
+// or its other ranks.
+func TestSessionSticksToARank(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 3)
+	dp := fleet.Pod(0).Endpoint
+	dp.Labels = map[string]string{"app": "dp"}
+	fleet.Cache.UpsertPod(dp)
+	fleet.Cache.SetPool(types.NamespacedName{Namespace: "ns", Name: "dp"}, dp.Labels, []int32{8000, 8001, 8002})
+	rank, ok := fleet.Cache.Pod(endpoint.Key{Namespace: "ns", Name: dp.Key.Name, Port: 8002})
+	if !ok {
+		t.Fatal("the pool made no rank on port 8002")
+	}
+	r := newRouter(newClock())
+	rc := fleet.Context(session("s1"))
+	r.Learn(rc, rank)
+	for range 10 {
+		if got := pick(t, r, fleet.Context(session("s1"))); got != rank {
+			t.Fatalf("Pick = %s, want the rank %s where the session was served", got.Key, rank.Key)
+		}
 	}
 }
