@@ -95,6 +95,8 @@ type scrapeWorker struct {
 	// br reads the answers; it is reset onto the connection of every exchange, as each
 	// exchange reads its answer to the end.
 	br *bufio.Reader
+	// body caps the /metrics body being parsed.
+	body cappedReader
 }
 
 // connect returns ec's connection, dialing one that expires at deadline if it has none,

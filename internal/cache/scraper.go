@@ -391,7 +391,7 @@ func (s *Scraper) startFlight(ctx context.Context, sched *schedule, t *scrapeTar
 	}
 	if sched.flights++; sched.flights > sched.workers {
 		sched.workers++
-		w := &scrapeWorker{s: s, ctx: ctx, br: bufio.NewReader(nil)}
+		w := &scrapeWorker{s: s, ctx: ctx, br: bufio.NewReaderSize(nil, 32<<10)}
 		sched.running.Go(func() { w.work(sched) })
 	}
 	sched.work <- flight{target: t, pod: t.pod, conn: t.conn, list: list}
@@ -516,8 +516,10 @@ func (w *scrapeWorker) scrape(ec *engineConn, p *Pod) (endpoint.Metrics, error) 
 	if resp.ContentLength > limit {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (%d bytes, limit %d)", errBodyTooLarge, resp.ContentLength, limit)
 	}
-	body := &cappedReader{r: io.LimitReader(resp.Body, limit+1), left: limit}
+	body := &w.body
+	*body = cappedReader{r: resp.Body, left: limit}
 	m, err := ParseMetrics(p.Engine, body, time.Now())
+	body.r = nil
 	if body.left < 0 {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (limit %d bytes)", errBodyTooLarge, limit)
 	}
@@ -527,8 +529,8 @@ func (w *scrapeWorker) scrape(ec *engineConn, p *Pod) (endpoint.Metrics, error) 
 	return m, nil
 }
 
-// cappedReader reads r, which yields at most one byte more than left, and fails with
-// errBodyTooLarge once it has read more than left bytes. It lets the parser stream the
+// cappedReader reads r, and fails with errBodyTooLarge once it has read more than left
+// bytes, which it finds by reading at most one byte more. It lets the parser stream the
 // body while refusing to parse a truncated one.
 type cappedReader struct {
 	r    io.Reader
@@ -536,6 +538,12 @@ type cappedReader struct {
 }
 
 func (c *cappedReader) Read(b []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(b)) > c.left+1 {
+		b = b[:c.left+1]
+	}
 	n, err := c.r.Read(b)
 	c.left -= int64(n)
 	if c.left < 0 {
