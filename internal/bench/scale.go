@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -62,6 +64,9 @@ type ScrapedResult struct {
 	// Gateway and Metadata are each process's view.
 	Gateway  ScraperView `json:"gateway"`
 	Metadata ScraperView `json:"metadata"`
+	// EngineCores is the CPU of the engine-sim process serving every engine, over the
+	// CPU window, in cores.
+	EngineCores float64 `json:"engine_cores"`
 }
 
 // ScraperView is one process's scraper as the scraped part saw it.
@@ -312,7 +317,9 @@ func renderScraped(w writef, r *ScrapedResult) {
 	w("scraped at the default 100 ms interval by a gateway and a metadata service running side by side. ")
 	w("The ages are those each process reports (the gateway's `switchboard_gateway_endpoint_metrics_age_seconds`, ")
 	w("the metadata service's `/v1/endpoints`), every engine sampled every %d ms over %.0f s; ", ageSamplePeriod.Milliseconds(), r.WindowSeconds)
-	w("the CPU is each process's over the next %.0f s, with nothing but the scrapes to do.\n\n", r.WindowSeconds)
+	w("the CPU is each process's over the next %.0f s, with nothing but the scrapes to do. ", r.WindowSeconds)
+	w("The engine-sim process serving the engines used %.2f cores meanwhile: where the machine cannot spare them, ", r.EngineCores)
+	w("its answers come late and the ages show it.\n\n")
 	w("| scraper | age p50 | age p99 | age max | samples | CPU |\n|--|--:|--:|--:|--:|--:|\n")
 	for _, v := range []struct {
 		name string
@@ -385,12 +392,10 @@ func (f *fleet) runScraped(ctx context.Context, ns string, n int) (*ScrapedResul
 	views := []struct {
 		name string
 		ages func(context.Context) ([]float64, error)
-		// metricsAddr serves the process's own metrics, its CPU among them.
-		metricsAddr string
-		out         *ScraperView
+		out  *ScraperView
 	}{
-		{"gateway", f.gatewayAges, f.metricsAddr, &res.Gateway},
-		{"metadata service", md.ages, md.metricsAddr, &res.Metadata},
+		{"gateway", f.gatewayAges, &res.Gateway},
+		{"metadata service", md.ages, &res.Metadata},
 	}
 	err = f.waitFor(ctx, "the gateway and the metadata service to hold every engine's metrics", md.process, func() bool {
 		for _, v := range views {
@@ -421,34 +426,66 @@ func (f *fleet) runScraped(ctx context.Context, ns string, n int) (*ScrapedResul
 		}
 	}
 	// Then the CPU over another window, which nothing but the scrapes disturbs.
-	before := make([]float64, len(views))
-	for i, v := range views {
-		m, err := readMetrics(ctx, v.metricsAddr)
-		if err != nil {
+	procs := []*process{f.gateway, md.process, f.engineProc}
+	before := make([]float64, len(procs))
+	for i, p := range procs {
+		if before[i], err = p.cpuSeconds(); err != nil {
 			return nil, err
 		}
-		before[i] = m["process_cpu_seconds_total"]
 	}
 	if err := sleep(ctx, f.cfg.ScaleWindow); err != nil {
 		return nil, err
 	}
-	for i, v := range views {
-		m, err := readMetrics(ctx, v.metricsAddr)
+	cores := make([]float64, len(procs))
+	for i, p := range procs {
+		after, err := p.cpuSeconds()
 		if err != nil {
 			return nil, err
 		}
+		cores[i] = (after - before[i]) / f.cfg.ScaleWindow.Seconds()
+	}
+	res.EngineCores = cores[2]
+	for i, v := range views {
 		slices.Sort(samples[i])
 		*v.out = ScraperView{
 			AgeP50MS: 1000 * Percentile(samples[i], 0.5),
 			AgeP99MS: 1000 * Percentile(samples[i], 0.99),
 			AgeMaxMS: 1000 * Percentile(samples[i], 1),
 			Samples:  len(samples[i]),
-			Cores:    (m["process_cpu_seconds_total"] - before[i]) / f.cfg.ScaleWindow.Seconds(),
+			Cores:    cores[i],
 		}
 		f.logf("scale: %d engines scraped, as the %s sees them: age p50 %.0f ms, p99 %.0f ms, max %.0f ms; %.2f cores",
 			n, v.name, v.out.AgeP50MS, v.out.AgeP99MS, v.out.AgeMaxMS, v.out.Cores)
 	}
+	f.logf("scale: engine-sim serving the %d engines: %.2f cores", n, res.EngineCores)
 	return res, nil
+}
+
+// clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// cpuSeconds returns the user and system CPU time p has used, from /proc/<pid>/stat.
+func (p *process) cpuSeconds() (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("CPU time of %s: %w", p.name, err)
+	}
+	// The fields after the command, which is in parentheses, start at the third: utime
+	// and stime are the 14th and 15th.
+	_, rest, _ := bytes.Cut(stat, []byte(") "))
+	fields := strings.Fields(string(rest))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("CPU time of %s: malformed /proc stat %q", p.name, stat)
+	}
+	var ticks float64
+	for _, field := range fields[11:13] {
+		n, err := strconv.ParseUint(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("CPU time of %s: %w", p.name, err)
+		}
+		ticks += float64(n)
+	}
+	return ticks / clockTicks, nil
 }
 
 // removeScraped stops the gateway and the engines of the scraped part and deletes its
@@ -487,15 +524,15 @@ func (f *fleet) gatewayAges(ctx context.Context) ([]float64, error) {
 // metadataService is a running metadata service.
 type metadataService struct {
 	*process
-	// apiAddr serves its API, metricsAddr its own metrics.
-	apiAddr, metricsAddr string
+	// apiAddr serves its API.
+	apiAddr string
 }
 
 // startMetadata starts a metadata service and waits until it is ready.
 func (f *fleet) startMetadata(ctx context.Context) (*metadataService, error) {
 	md := &metadataService{}
 	var probeAddr string
-	for _, addr := range []*string{&md.apiAddr, &md.metricsAddr, &probeAddr} {
+	for _, addr := range []*string{&md.apiAddr, &probeAddr} {
 		var err error
 		if *addr, err = freeAddr(); err != nil {
 			return nil, err
@@ -504,7 +541,7 @@ func (f *fleet) startMetadata(ctx context.Context) (*metadataService, error) {
 	var err error
 	md.process, err = startProcess("metadata-service", f.logPath("metadata-service"), nil,
 		filepath.Join(f.cfg.Root, "bin", "metadata-service"), "--kubeconfig", f.kubeconfig,
-		"--bind-address", md.apiAddr, "--metrics-bind-address", md.metricsAddr,
+		"--bind-address", md.apiAddr, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error")
 	if err != nil {
 		return nil, err
