@@ -268,6 +268,36 @@ func TestScraperKeepsOneConnectionPerEngine(t *testing.T) {
 	}
 }
 
+func TestScraperReplacesConnectionsEnginesClose(t *testing.T) {
+	// The engine closes every connection idle for a millisecond, silently: a scrape on a
+	// connection kept from the last one finds it closed, and must try again on a new one
+	// rather than fail.
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			_, _ = io.WriteString(w, runningBody(1))
+			return
+		}
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	srv.Config.IdleTimeout = time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := New()
+	c.UpsertPod(makePod("p").ServedBy(srv).Build())
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond})
+
+	waitUntil(t, "the engine has closed 5 connections the scraper kept", func() bool { return conns.Load() > 5 })
+	if st := s.Stats(); st.Failed != 0 || st.ListingsFailed != 0 {
+		t.Errorf("Stats() = %+v, want no failure", st)
+	}
+}
+
 func TestScraperBacksOffFailingEngines(t *testing.T) {
 	var (
 		failing  atomic.Bool
