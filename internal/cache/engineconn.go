@@ -17,6 +17,11 @@ import (
 // answer with http.ReadResponse on the connection, in its own goroutine: no Transport,
 // with its connection goroutines and hand-offs, stands between the scrape and the socket.
 
+// answerBufferSize is the size of a worker's read buffer: an engine's whole answer, as a
+// vLLM /metrics text (10-20 KiB), is taken from the socket in one read when it has
+// arrived.
+const answerBufferSize = 32 << 10
+
 // errAborted fails an exchange on a connection whose target was dropped.
 var errAborted = errors.New("scrape abandoned")
 

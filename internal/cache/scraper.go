@@ -68,7 +68,8 @@ type ScrapeOptions struct {
 	MaxConcurrent int
 	// MaxBodyBytes bounds the size of a /metrics response; a larger response fails the
 	// scrape rather than being parsed in part. Defaults to DefaultScrapeMaxBodyBytes.
-	// (/v1/models listings go through engineclient, which reads at most 4 MiB.)
+	// (/v1/models listings are read by engineclient.ReadModelCards, which reads at most
+	// 4 MiB.)
 	MaxBodyBytes int64
 	// Dial, if set, opens the connections to the engines, as net.Dialer.DialContext
 	// does; a Dial returning TLS connections scrapes over HTTPS. When nil, the Scraper
@@ -286,9 +287,9 @@ type schedule struct {
 // routable or changes address or port are cancelled within an interval.
 //
 // When ctx is done, Start abandons every request in flight, closes every connection,
-// waits for its goroutines to exit and returns nil. Start MUST NOT be
-// called concurrently with itself on one Scraper. Failed requests are logged at V(1)
-// with the logger from ctx.
+// waits for its goroutines to exit and returns nil. Start MUST NOT be called
+// concurrently with itself on one Scraper. Failed requests are logged at V(1) with the
+// logger from ctx.
 func (s *Scraper) Start(ctx context.Context) error {
 	sched := &schedule{
 		targets: make(map[endpoint.Key]*scrapeTarget),
@@ -391,7 +392,7 @@ func (s *Scraper) startFlight(ctx context.Context, sched *schedule, t *scrapeTar
 	}
 	if sched.flights++; sched.flights > sched.workers {
 		sched.workers++
-		w := &scrapeWorker{s: s, ctx: ctx, br: bufio.NewReaderSize(nil, 32<<10)}
+		w := &scrapeWorker{s: s, ctx: ctx, br: bufio.NewReaderSize(nil, answerBufferSize)}
 		sched.running.Go(func() { w.work(sched) })
 	}
 	sched.work <- flight{target: t, pod: t.pod, conn: t.conn, list: list}
