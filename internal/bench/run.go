@@ -52,8 +52,12 @@ type Config struct {
 	ProxyDuration time.Duration
 	// ScaleEndpoints and ScaleRoutes size the scale section; 0 endpoints leaves it out.
 	ScaleEndpoints, ScaleRoutes int
-	// ScaleWindow is how long the scale section watches the idle gateway.
+	// ScaleWindow is how long the scale section watches the idle gateway, and how long
+	// each window of its scraped part lasts.
 	ScaleWindow time.Duration
+	// ScaleScraped is how many engines the scale section's scraped part runs; 0 leaves
+	// it out.
+	ScaleScraped int
 	// GatewayPprof, when set, is the address where the gateway serves pprof, to profile
 	// a run.
 	GatewayPprof string

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -46,9 +45,14 @@ func (l *modelListing) adapters(base string) []string {
 // errUnauthorized fails a listing the engine refuses without credentials.
 var errUnauthorized = errors.New("engine requires credentials")
 
-// listModels fetches the GET /v1/models listing of p's engine.
-func (s *Scraper) listModels(ctx context.Context, p *Pod) ([]ListedModel, error) {
-	models, err := s.engines.ModelCards(ctx, "http://"+metricsTarget(p), "")
+// listModels fetches the GET /v1/models listing of the engine on ec.
+func (w *scrapeWorker) listModels(ec *engineConn) ([]ListedModel, error) {
+	resp, err := w.exchange(ec, ec.modelsRequest)
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	defer w.release(ec, resp)
+	models, err := engineclient.ReadModelCards(resp, "http://"+ec.address+"/v1/models")
 	if errors.Is(err, engineclient.ErrUnauthorized) {
 		return nil, fmt.Errorf("list models: %w (%v)", errUnauthorized, err)
 	}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bufio"
 	"container/heap"
 	"context"
 	"errors"
@@ -18,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
-	"github.com/switchboard-llm/switchboard/internal/engineclient"
 )
 
 // Defaults applied by ScrapeOptions for fields left zero.
@@ -68,14 +68,16 @@ type ScrapeOptions struct {
 	MaxConcurrent int
 	// MaxBodyBytes bounds the size of a /metrics response; a larger response fails the
 	// scrape rather than being parsed in part. Defaults to DefaultScrapeMaxBodyBytes.
-	// (/v1/models listings go through engineclient, which reads at most 4 MiB.)
+	// (/v1/models listings are read by engineclient.ReadModelCards, which reads at most
+	// 4 MiB.)
 	MaxBodyBytes int64
-	// Client, if set, sends the requests; it SHOULD NOT have a Timeout of its own shorter
-	// than Timeout, and SHOULD keep an idle connection per engine for longer than
-	// Interval. The Scraper never closes a caller's client's connections. When nil, the
-	// Scraper uses a client of its own, which keeps one connection per engine and whose
-	// idle connections are closed when Start returns. The Scraper sends no credentials.
-	Client *http.Client
+	// Dial, if set, opens the connections to the engines, as net.Dialer.DialContext
+	// does; a Dial returning TLS connections scrapes over HTTPS. When nil, the Scraper
+	// dials TCP. The Scraper keeps one connection per engine, which its scrapes and
+	// listings take in turn, as HTTP/1.1 keep-alive requests, until the engine closes it,
+	// a request on it fails or the engine is no longer scraped; Start closes them all
+	// when it returns. The Scraper sends no credentials.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Wanted, if set, is called once per Interval, from one goroutine, and returns
 	// whether each routable engine pod's metrics and models are of use then, with a
 	// version of that answer: the same version, the same answers. The pods it rejects
@@ -138,17 +140,14 @@ type ScrapeStats struct {
 // Synchronisation model: the goroutine running Start owns all scheduling state (the
 // targets, their queue and the count of flights) and hands each flight (a scrape of one
 // engine and, when due, a listing of its models) on a channel to one of the worker
-// goroutines it starts. A worker reads its flight's pod (an immutable value), writes
-// only to the cache and to the atomic counters, and reports back to the loop on a
-// channel when the flight ends.
+// goroutines it starts. A worker reads its flight's pod (an immutable value), uses the
+// target's connection (see engineConn), writes only to the cache and to the atomic
+// counters, and reports back to the loop on a channel when the flight ends.
 type Scraper struct {
 	cache *Cache
 	opts  ScrapeOptions
-	// client sends every request; ownClient reports whether the Scraper created it.
-	client    *http.Client
-	ownClient bool
-	// engines lists the engines' models through client.
-	engines *engineclient.Client
+	// dial opens the connections to the engines.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 
 	// The counters back Stats; written by workers, read by anyone.
 	succeeded, failed                                       atomic.Uint64
@@ -162,25 +161,12 @@ var (
 
 // NewScraper returns a Scraper of the pods in c. It does not scrape until Start is called.
 func NewScraper(c *Cache, opts ScrapeOptions) *Scraper {
-	s := &Scraper{cache: c, opts: opts.withDefaults(), client: opts.Client}
-	if s.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// Pods are scraped directly by IP; a proxy from the environment would not reach
-		// them, or would reach them from the wrong place.
-		t.Proxy = nil
-		// Each engine is asked one request at a time: keep its connection between
-		// scrapes, however many engines there are and however long a failing one backs
-		// off.
-		t.MaxIdleConns = 0
-		t.MaxIdleConnsPerHost = 1
-		t.IdleConnTimeout = max(t.IdleConnTimeout, maxFailureBackoff*s.opts.Interval)
-		// Engines are on the cluster network: decompressing a gzipped /metrics body would
-		// cost the Scraper more CPU than parsing it.
-		t.DisableCompression = true
-		s.client = &http.Client{Transport: t}
-		s.ownClient = true
+	s := &Scraper{cache: c, opts: opts.withDefaults(), dial: opts.Dial}
+	if s.dial == nil {
+		// Pods are dialed directly by IP, never through a proxy from the environment.
+		var d net.Dialer
+		s.dial = d.DialContext
 	}
-	s.engines = engineclient.New(s.client)
 	return s
 }
 
@@ -215,9 +201,9 @@ type scrapeTarget struct {
 	// scrape, doubled by each failed scrape after it up to maxFailureBackoff intervals,
 	// and zero again after a successful one.
 	backoff time.Duration
-	// cancel abandons the flight in progress; nil when there is none. A target that is
-	// not gone is in the queue exactly when it has no flight.
-	cancel context.CancelFunc
+	// conn is the connection to the pod's engine; the target's flights take it in turn.
+	// A target that is not gone is in the queue exactly when it has no flight.
+	conn *engineConn
 	// gone reports that the pod went away or its session ended; a gone target is never
 	// scraped again and leaves the queue when it reaches the front.
 	gone bool
@@ -225,12 +211,10 @@ type scrapeTarget struct {
 	seen uint64
 }
 
-// drop marks t gone and abandons its flight, if any.
+// drop marks t gone, abandons its flight, if any, and closes its connection.
 func (t *scrapeTarget) drop() {
 	t.gone = true
-	if t.cancel != nil {
-		t.cancel()
-	}
+	t.conn.abort()
 }
 
 // targetQueue orders targets by due time, earliest first; it implements heap.Interface.
@@ -249,12 +233,12 @@ func (q *targetQueue) Pop() any {
 	return t
 }
 
-// flight is one turn of a target: a scrape of pod, followed by a listing if list is set.
-// Cancelling ctx abandons it.
+// flight is one turn of a target: a scrape of pod on conn, the target's connection,
+// followed by a listing if list is set. Aborting conn abandons it.
 type flight struct {
-	ctx    context.Context
 	target *scrapeTarget
 	pod    *Pod
+	conn   *engineConn
 	list   bool
 }
 
@@ -302,14 +286,11 @@ type schedule struct {
 // failure twice as many, up to 32. The requests to a pod that is deleted, stops being
 // routable or changes address or port are cancelled within an interval.
 //
-// When ctx is done, Start cancels every request in flight, waits for its goroutines to
-// exit, closes the idle connections of its own client and returns nil. Start MUST NOT be
-// called concurrently with itself on one Scraper. Failed requests are logged at V(1)
-// with the logger from ctx.
+// When ctx is done, Start abandons every request in flight, closes every connection,
+// waits for its goroutines to exit and returns nil. Start MUST NOT be called
+// concurrently with itself on one Scraper. Failed requests are logged at V(1) with the
+// logger from ctx.
 func (s *Scraper) Start(ctx context.Context) error {
-	if s.ownClient {
-		defer s.client.CloseIdleConnections()
-	}
 	sched := &schedule{
 		targets: make(map[endpoint.Key]*scrapeTarget),
 		work:    make(chan flight, s.opts.MaxConcurrent),
@@ -334,9 +315,11 @@ func (s *Scraper) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			// Every flight's context derives from ctx: they are all cancelled.
+			for _, t := range sched.targets {
+				t.drop() // gone targets were dropped when they went
+			}
 			for ; sched.flights > 0; sched.flights-- {
-				(<-sched.done).target.cancel()
+				<-sched.done
 			}
 			return nil
 		case r := <-sched.done:
@@ -377,7 +360,7 @@ func (s *Scraper) reconcile(sched *schedule, now time.Time) {
 		if ok {
 			t.drop()
 		}
-		t = &scrapeTarget{pod: p, due: now.Add(rand.N(s.opts.Interval)), seen: sched.reconciles}
+		t = &scrapeTarget{pod: p, due: now.Add(rand.N(s.opts.Interval)), conn: newEngineConn(metricsTarget(p)), seen: sched.reconciles}
 		sched.targets[p.Key] = t
 		heap.Push(&sched.queue, t)
 	}
@@ -407,21 +390,21 @@ func (s *Scraper) startFlight(ctx context.Context, sched *schedule, t *scrapeTar
 	if list {
 		t.listingDue = now.Add(s.opts.ModelsRefreshInterval)
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	t.cancel = cancel
 	if sched.flights++; sched.flights > sched.workers {
 		sched.workers++
-		sched.running.Go(func() { s.work(sched) })
+		w := &scrapeWorker{s: s, ctx: ctx, br: bufio.NewReaderSize(nil, answerBufferSize)}
+		sched.running.Go(func() { w.work(sched) })
 	}
-	sched.work <- flight{ctx: fctx, target: t, pod: t.pod, list: list}
+	sched.work <- flight{target: t, pod: t.pod, conn: t.conn, list: list}
 }
 
 // work runs the flights it receives, reporting each, until the channel is closed.
-func (s *Scraper) work(sched *schedule) {
+func (w *scrapeWorker) work(sched *schedule) {
 	for f := range sched.work {
-		r := flightResult{target: f.target, failed: s.scrapeAndStore(f.ctx, f.pod)}
-		if f.list && f.ctx.Err() == nil {
-			r.unauthorized = s.listAndStore(f.ctx, f.pod)
+		failed, abandoned := w.scrapeAndStore(f.conn, f.pod)
+		r := flightResult{target: f.target, failed: failed}
+		if f.list && !abandoned {
+			r.unauthorized = w.listAndStore(f.conn, f.pod)
 		}
 		sched.done <- r
 	}
@@ -432,8 +415,6 @@ func (s *Scraper) work(sched *schedule) {
 func (s *Scraper) finishFlight(sched *schedule, r flightResult, now time.Time) {
 	sched.flights--
 	t := r.target
-	t.cancel() // release the flight context's resources
-	t.cancel = nil
 	if t.gone {
 		return
 	}
@@ -463,22 +444,21 @@ func metricsTarget(p *Pod) string {
 	return net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))
 }
 
-// scrapeAndStore scrapes p within Timeout, stores the snapshot, with the engine profile
-// learnt from the previous snapshot to this one and the requests this process has in
-// flight to p, and counts the outcome. It reports whether the scrape failed; a scrape
-// abandoned through ctx cancellation is neither a failure nor counted nor logged.
-func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) (failed bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	m, err := s.scrape(ctx, p)
+// scrapeAndStore scrapes p on ec within Timeout, stores the snapshot, with the engine
+// profile learnt from the previous snapshot to this one and the requests this process
+// has in flight to p, and counts the outcome. It reports whether the scrape failed, and
+// whether it was abandoned because ec was aborted, which is neither a failure nor
+// counted nor logged.
+func (w *scrapeWorker) scrapeAndStore(ec *engineConn, p *Pod) (failed, abandoned bool) {
+	m, err := w.scrape(ec, p)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return false
+		if ec.isAborted() {
+			return false, true
 		}
-		s.failed.Add(1)
-		log.FromContext(ctx).V(1).Info("Metrics scrape failed",
-			"pod", p.Key.String(), "address", metricsTarget(p), "error", err)
-		return true
+		w.s.failed.Add(1)
+		log.FromContext(w.ctx).V(1).Info("Metrics scrape failed",
+			"pod", p.Key.String(), "address", ec.address, "error", err)
+		return true, false
 	}
 	m.LocalInFlight = p.Load().InFlight()
 	var learnt endpoint.Profile
@@ -487,37 +467,35 @@ func (s *Scraper) scrapeAndStore(ctx context.Context, p *Pod) (failed bool) {
 		learnt = prev.Profile
 	}
 	m.Profile = learnt.Next(prev, &m)
-	if s.cache.SetMetrics(p, m) {
-		s.succeeded.Add(1)
+	if w.s.cache.SetMetrics(p, m) {
+		w.s.succeeded.Add(1)
 	}
-	return false
+	return false, false
 }
 
-// listAndStore lists the models of p within Timeout, stores the listing and counts the
-// outcome; it reports whether the engine refused to be listed. A listing abandoned
-// through ctx cancellation is neither counted nor logged.
-func (s *Scraper) listAndStore(ctx context.Context, p *Pod) (unauthorized bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
+// listAndStore lists the models of p on ec within Timeout, stores the listing and counts
+// the outcome; it reports whether the engine refused to be listed. A listing abandoned
+// because ec was aborted is neither counted nor logged.
+func (w *scrapeWorker) listAndStore(ec *engineConn, p *Pod) (unauthorized bool) {
 	requestedAt := time.Now()
-	models, err := s.listModels(ctx, p)
+	models, err := w.listModels(ec)
 	switch {
-	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+	case err != nil && ec.isAborted():
 		return false
 	case errors.Is(err, errUnauthorized):
-		s.listingsUnauthorized.Add(1)
-		log.FromContext(ctx).V(1).Info("Engine refused model listing; ModelAdapter placement decides its adapters",
-			"pod", p.Key.String(), "address", metricsTarget(p), "error", err)
-		s.cache.ForgetModelListing(p)
+		w.s.listingsUnauthorized.Add(1)
+		log.FromContext(w.ctx).V(1).Info("Engine refused model listing; ModelAdapter placement decides its adapters",
+			"pod", p.Key.String(), "address", ec.address, "error", err)
+		w.s.cache.ForgetModelListing(p)
 		return true
 	case err != nil:
-		s.listingsFailed.Add(1)
-		log.FromContext(ctx).V(1).Info("Model listing failed; keeping the last one",
-			"pod", p.Key.String(), "address", metricsTarget(p), "error", err)
+		w.s.listingsFailed.Add(1)
+		log.FromContext(w.ctx).V(1).Info("Model listing failed; keeping the last one",
+			"pod", p.Key.String(), "address", ec.address, "error", err)
 		return false
 	}
-	if s.cache.SetModelListing(p, requestedAt, models) {
-		s.listingsSucceeded.Add(1)
+	if w.s.cache.SetModelListing(p, requestedAt, models) {
+		w.s.listingsSucceeded.Add(1)
 	}
 	return false
 }
@@ -525,31 +503,26 @@ func (s *Scraper) listAndStore(ctx context.Context, p *Pod) (unauthorized bool) 
 // errBodyTooLarge fails a request whose response exceeds MaxBodyBytes.
 var errBodyTooLarge = errors.New("body too large")
 
-// scrape fetches and parses the /metrics endpoint of p.
-func (s *Scraper) scrape(ctx context.Context, p *Pod) (endpoint.Metrics, error) {
-	url := "http://" + metricsTarget(p) + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// scrape fetches and parses the /metrics endpoint of p on ec.
+func (w *scrapeWorker) scrape(ec *engineConn, p *Pod) (endpoint.Metrics, error) {
+	resp, err := w.exchange(ec, ec.metricsRequest)
 	if err != nil {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
 	}
-	// Ask for the classic text format, which ParseMetrics reads.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
-	}
-	defer func() {
-		// Drain a little so that the connection can be reused, then close.
-		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
-		_ = resp.Body.Close()
-	}()
+	defer w.release(ec, resp)
 	if resp.StatusCode != http.StatusOK {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: unexpected status %s", resp.Status)
 	}
-	body := &cappedReader{r: io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1), left: s.opts.MaxBodyBytes}
+	limit := w.s.opts.MaxBodyBytes
+	if resp.ContentLength > limit {
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (%d bytes, limit %d)", errBodyTooLarge, resp.ContentLength, limit)
+	}
+	body := &w.body
+	*body = cappedReader{r: resp.Body, left: limit}
 	m, err := ParseMetrics(p.Engine, body, time.Now())
+	body.r = nil
 	if body.left < 0 {
-		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (limit %d bytes)", errBodyTooLarge, s.opts.MaxBodyBytes)
+		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w (limit %d bytes)", errBodyTooLarge, limit)
 	}
 	if err != nil {
 		return endpoint.Metrics{}, fmt.Errorf("scrape metrics: %w", err)
@@ -557,8 +530,8 @@ func (s *Scraper) scrape(ctx context.Context, p *Pod) (endpoint.Metrics, error) 
 	return m, nil
 }
 
-// cappedReader reads r, which yields at most one byte more than left, and fails with
-// errBodyTooLarge once it has read more than left bytes. It lets the parser stream the
+// cappedReader reads r, and fails with errBodyTooLarge once it has read more than left
+// bytes, which it finds by reading at most one byte more. It lets the parser stream the
 // body while refusing to parse a truncated one.
 type cappedReader struct {
 	r    io.Reader
@@ -566,6 +539,12 @@ type cappedReader struct {
 }
 
 func (c *cappedReader) Read(b []byte) (int, error) {
+	if c.left < 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(b)) > c.left+1 {
+		b = b[:c.left+1]
+	}
 	n, err := c.r.Read(b)
 	c.left -= int64(n)
 	if c.left < 0 {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,8 @@ var benchBodies = []string{"sim", "small"}
 // scraper's. One op is one scrape interval; run it for a few seconds, e.g.
 // -benchtime 5s. It reports the metrics age (now minus ScrapedAt) sampled across every
 // engine four times an interval, scrapes and failures per second, the connections the
-// engines accepted while measured, and the CPU cores the scraper's process used.
+// engines accepted while measured, the CPU cores the scraper's process used, and that
+// CPU time and the heap allocations divided by the scrapes (listings included in both).
 func BenchmarkScraper(b *testing.B) {
 	for _, body := range benchBodies {
 		for _, n := range []int{200, 1000} {
@@ -94,6 +96,9 @@ func benchmarkScraper(b *testing.B, n int, body string) {
 	time.Sleep(time.Second)
 
 	interval := s.opts.Interval
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	mallocs := mem.Mallocs
 	conns, stats, cpu, start := fleet.accepted(b), s.Stats(), cpuTime(b), time.Now()
 	var ages []time.Duration
 	for b.Loop() {
@@ -109,6 +114,8 @@ func benchmarkScraper(b *testing.B, n int, body string) {
 	cpuUsed := (cpuTime(b) - cpu).Seconds()
 	newConns := fleet.accepted(b) - conns
 	after := s.Stats()
+	runtime.ReadMemStats(&mem)
+	scrapes := float64(after.Succeeded + after.Failed - stats.Succeeded - stats.Failed)
 
 	slices.Sort(ages)
 	quantile := func(q float64) float64 { return ages[int(q*float64(len(ages)-1))].Seconds() * 1000 }
@@ -119,6 +126,8 @@ func benchmarkScraper(b *testing.B, n int, body string) {
 	b.ReportMetric(float64(after.Failed-stats.Failed)/elapsed, "failed/s")
 	b.ReportMetric(float64(newConns), "new-conns")
 	b.ReportMetric(cpuUsed/elapsed, "cpu-cores")
+	b.ReportMetric(cpuUsed*1e6/scrapes, "cpu-us/scrape")
+	b.ReportMetric(float64(mem.Mallocs-mallocs)/scrapes, "allocs/scrape")
 }
 
 // cpuTime returns the user and system CPU time this process has used.

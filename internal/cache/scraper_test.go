@@ -150,19 +150,14 @@ func newHangingServer(t *testing.T) *hangingServer {
 // servers, so that pods in a test can have distinct IPs.
 type podNetwork map[string]*httptest.Server
 
-// client returns an HTTP client dialing through the network. Its idle connections are
-// closed when the test ends.
-func (n podNetwork) client(t *testing.T) *http.Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		srv, ok := n[addr]
-		if !ok {
-			return nil, fmt.Errorf("no route to %s", addr)
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, srv.Listener.Addr().String())
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
+// dial connects to the test server of the pod address addr; it is a ScrapeOptions.Dial.
+func (n podNetwork) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	srv, ok := n[addr]
+	if !ok {
+		return nil, fmt.Errorf("no route to %s", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, srv.Listener.Addr().String())
 }
 
 func TestScraperScrapesEngine(t *testing.T) {
@@ -273,6 +268,36 @@ func TestScraperKeepsOneConnectionPerEngine(t *testing.T) {
 	}
 }
 
+func TestScraperReplacesConnectionsEnginesClose(t *testing.T) {
+	// The engine closes every connection idle for a millisecond, silently: a scrape on a
+	// connection kept from the last one finds it closed, and must try again on a new one
+	// rather than fail.
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			_, _ = io.WriteString(w, runningBody(1))
+			return
+		}
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	srv.Config.IdleTimeout = time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := New()
+	c.UpsertPod(makePod("p").ServedBy(srv).Build())
+	s, _ := startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, ModelsRefreshInterval: 20 * time.Millisecond})
+
+	waitUntil(t, "the engine has closed 5 connections the scraper kept", func() bool { return conns.Load() > 5 })
+	if st := s.Stats(); st.Failed != 0 || st.ListingsFailed != 0 {
+		t.Errorf("Stats() = %+v, want no failure", st)
+	}
+}
+
 func TestScraperBacksOffFailingEngines(t *testing.T) {
 	var (
 		failing  atomic.Bool
@@ -338,58 +363,59 @@ func TestNextDue(t *testing.T) {
 	}
 }
 
-// countingTransport counts the requests it has open, from sending to closing the body.
-type countingTransport struct {
-	base                  http.RoundTripper
-	open, maxOpen, nTotal atomic.Int64
+// countingDialer dials TCP and counts the connections it has open, from dialing to
+// closing.
+type countingDialer struct {
+	open, maxOpen, dialed atomic.Int64
 }
 
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.nTotal.Add(1)
+func (c *countingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.dialed.Add(1)
 	n := c.open.Add(1)
 	for m := c.maxOpen.Load(); n > m && !c.maxOpen.CompareAndSwap(m, n); m = c.maxOpen.Load() {
 	}
-	resp, err := c.base.RoundTrip(req)
-	if err != nil {
-		c.open.Add(-1)
-		return nil, err
-	}
-	resp.Body = &closeNotifier{ReadCloser: resp.Body, onClose: func() { c.open.Add(-1) }}
-	return resp, nil
+	return &closeNotifier{Conn: conn, onClose: func() { c.open.Add(-1) }}, nil
 }
 
-// closeNotifier calls onClose once, when the body is first closed.
+// closeNotifier calls onClose once, when the connection is first closed.
 type closeNotifier struct {
-	io.ReadCloser
+	net.Conn
 	once    sync.Once
 	onClose func()
 }
 
-func (b *closeNotifier) Close() error {
-	b.once.Do(b.onClose)
-	return b.ReadCloser.Close()
+func (c *closeNotifier) Close() error {
+	c.once.Do(c.onClose)
+	return c.Conn.Close()
 }
 
 func TestScraperBoundsConcurrency(t *testing.T) {
 	c := New()
 	for i := range 5 {
-		h := newHangingServer(t)
-		c.UpsertPod(makePod(fmt.Sprintf("hanging-%d", i)).ServedBy(h.Server).Build())
+		// Scrapes and listings alike hang until the scraper gives up.
+		srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		t.Cleanup(srv.Close)
+		c.UpsertPod(makePod(fmt.Sprintf("hanging-%d", i)).ServedBy(srv).Build())
 	}
 	// Count on the client side: a server may notice an abandoned request only after the
-	// scraper has moved on, so it could briefly see more requests than the scraper has open.
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(transport.CloseIdleConnections)
-	counter := &countingTransport{base: transport}
+	// scraper has moved on, so it could briefly see more requests than the scraper has
+	// open. A request that times out closes its connection, so with every request
+	// hanging, the connections open are the requests in flight.
+	counter := &countingDialer{}
 	startScraper(t, c, ScrapeOptions{
 		Interval:      10 * time.Millisecond,
 		Timeout:       50 * time.Millisecond,
 		MaxConcurrent: 2,
-		Client:        &http.Client{Transport: counter},
+		Dial:          counter.dial,
 	})
 
 	// Every scrape times out, so slots are freed and taken again many times.
-	waitUntil(t, "12 scrapes have started", func() bool { return counter.nTotal.Load() >= 12 })
+	waitUntil(t, "12 scrapes have started", func() bool { return counter.dialed.Load() >= 12 })
 	if got := counter.maxOpen.Load(); got != 2 {
 		t.Errorf("at most %d scrapes were open at once, want 2", got)
 	}
@@ -417,7 +443,7 @@ func TestScraperStopsWhenPodGoesAway(t *testing.T) {
 			c.UpsertPod(makePod("p").IP("10.0.0.1").Build())
 			c.UpsertPod(makePod("witness").IP("10.0.0.3").Build())
 			// The timeout is far longer than the test: only the change can end the scrape.
-			startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: time.Hour, Client: network.client(t)})
+			startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Timeout: time.Hour, Dial: network.dial})
 
 			waitUntil(t, "the pod is being scraped", func() bool { return hanging.requests.Load() == 1 })
 			tt.change(c)
@@ -439,7 +465,7 @@ func TestScraperFollowsAddressChange(t *testing.T) {
 	}
 	c := New()
 	c.UpsertPod(makePod("p").IP("10.0.0.1").Build())
-	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Client: network.client(t)})
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond, Dial: network.dial})
 	waitUntil(t, "the first address is scraped", func() bool {
 		m := podMetrics(c, "p")
 		return m != nil && m.Running == 1

@@ -127,6 +127,22 @@ func (c *Client) ModelCards(ctx context.Context, baseURL, apiKey string) ([]Mode
 	if err != nil {
 		return nil, err
 	}
+	return decodeModelCards(url, body)
+}
+
+// ReadModelCards reads resp, the answer to a GET request for url (an engine's /v1/models)
+// sent by other means than a Client, and returns the listing as ModelCards does. It reads at most 4 MiB of
+// resp.Body and does not close it.
+func ReadModelCards(resp *http.Response, url string) ([]Model, error) {
+	body, err := readAnswer(opModels, url, resp)
+	if err != nil {
+		return nil, err
+	}
+	return decodeModelCards(url, body)
+}
+
+// decodeModelCards decodes body, the 2xx answer of a model listing from url.
+func decodeModelCards(url string, body []byte) ([]Model, error) {
 	var list struct {
 		Data *[]Model `json:"data"`
 	}
@@ -183,6 +199,12 @@ func (c *Client) do(ctx context.Context, op, method, url, apiKey string, payload
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	defer resp.Body.Close()
+	return readAnswer(op, url, resp)
+}
+
+// readAnswer returns the body of resp, the answer to a request for url, when its status
+// is 2xx, or an *Error for any other status. It reads at most maxResponseBytes of the body.
+func readAnswer(op, url string, resp *http.Response) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return nil, fmt.Errorf("%s: read %s: %w", op, url, err)

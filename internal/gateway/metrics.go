@@ -140,6 +140,8 @@ var (
 		"Requests waiting in the gateway's queue for a model.", []string{"model"}, nil)
 	endpointInFlightDesc = prometheus.NewDesc("switchboard_gateway_endpoint_in_flight",
 		"Requests reserved on an endpoint and not yet released.", []string{"endpoint"}, nil)
+	endpointMetricsAgeDesc = prometheus.NewDesc("switchboard_gateway_endpoint_metrics_age_seconds",
+		"Time since the metrics the gateway holds of an endpoint were scraped; absent before the first scrape.", []string{"endpoint"}, nil)
 )
 
 // Describe sends the descriptors of the collected metrics.
@@ -147,9 +149,11 @@ func (c loadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightDesc
 	ch <- queuedDesc
 	ch <- endpointInFlightDesc
+	ch <- endpointMetricsAgeDesc
 }
 
-// Collect reads the current counters of every served model and known endpoint.
+// Collect reads the current counters of every served model and known endpoint, and the
+// age of every scraped endpoint's metrics.
 func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range c.view.Models() {
 		m, ok := c.view.Model(name)
@@ -160,7 +164,11 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(m.Load().Waiting()), name)
 	}
 	for _, p := range c.view.ListPods() {
-		ch <- prometheus.MustNewConstMetric(endpointInFlightDesc, prometheus.GaugeValue, float64(p.Load().InFlight()), p.Key.String())
+		key := p.Key.String()
+		ch <- prometheus.MustNewConstMetric(endpointInFlightDesc, prometheus.GaugeValue, float64(p.Load().InFlight()), key)
+		if m := p.Metrics(); m != nil {
+			ch <- prometheus.MustNewConstMetric(endpointMetricsAgeDesc, prometheus.GaugeValue, since(m.ScrapedAt), key)
+		}
 	}
 }
 
