@@ -179,6 +179,7 @@ func (e *Engine) schedule() {
 	e.metrics.waiting.Set(float64(len(e.waiting)))
 	e.metrics.kvUsage.Set(e.kv.usage())
 	e.metrics.setLoRAInfo(adapterNames(e.running), adapterNames(e.waiting), float64(time.Now().Unix()))
+	e.metrics.changed()
 }
 
 // batchSize is the current number of running requests.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 )
 
 func complete(t *testing.T, te *testEngine, prompt string, maxTokens int64) *openai.Completion {
@@ -151,6 +152,39 @@ func TestMetricsNamesAndTypes(t *testing.T) {
 		}
 	}
 	checkPhaseInvariants(t, requestPhases(t, fams), 1)
+}
+
+// TestCachedMetricsPageFollowsEveryChange checks that the page scrapers get (the text
+// format, uncompressed, cached until the series change) says what promhttp's would,
+// before and after a request, and is rendered again only when something changed.
+func TestCachedMetricsPageFollowsEveryChange(t *testing.T) {
+	te := startEngine(t, fastConfig())
+	same := func(when string) map[string]*dto.MetricFamily {
+		t.Helper()
+		cached, negotiated := te.metrics(t), te.metricsWith(t, false)
+		if len(cached) != len(negotiated) {
+			t.Fatalf("%s: the cached page has %d families, promhttp's %d", when, len(cached), len(negotiated))
+		}
+		for name, f := range negotiated {
+			if !proto.Equal(f, cached[name]) {
+				t.Errorf("%s: %s is %v on the cached page, %v on promhttp's", when, name, cached[name], f)
+			}
+		}
+		return cached
+	}
+	same("idle")
+	page := te.engine.metrics.page.Load()
+	te.metrics(t)
+	if te.engine.metrics.page.Load() != page {
+		t.Error("an unchanged engine rendered its page again")
+	}
+	complete(t, te, "count this prompt", 3)
+	fams := same("after a request")
+	if value(t, fams, "vllm:prompt_tokens_total") == 0 || value(t, fams, "vllm:generation_tokens_total") != 3 ||
+		value(t, fams, "vllm:e2e_request_latency_seconds") != 1 {
+		t.Errorf("the cached page missed the request: prompt %v, generation %v, e2e %v", value(t, fams, "vllm:prompt_tokens_total"),
+			value(t, fams, "vllm:generation_tokens_total"), value(t, fams, "vllm:e2e_request_latency_seconds"))
+	}
 }
 
 func TestQueueTimeIsTheWaitForASlot(t *testing.T) {

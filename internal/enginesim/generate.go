@@ -42,6 +42,7 @@ func (e *Engine) prefill(ctx context.Context, g generation, outputTokens int) (*
 	e.metrics.prefixQueries.Add(float64(res.promptTokens))
 	e.metrics.prefixHits.Add(float64(res.cachedTokens))
 	e.metrics.promptTokens.Add(float64(res.promptTokens))
+	e.metrics.changed()
 	if err := e.sleep(ctx, e.cfg.PrefillTime(res.promptTokens-res.cachedTokens, seq.batch)); err != nil {
 		e.finish(seq)
 		return nil, res, err
@@ -61,6 +62,7 @@ func (e *Engine) succeeded(start time.Time, seq *sequence, first, last time.Time
 	e.metrics.decodeTime.Observe(last.Sub(first).Seconds())
 	e.metrics.inferenceTime.Observe(last.Sub(seq.scheduled).Seconds())
 	e.metrics.requestSuccess.WithLabelValues(reason).Inc()
+	e.metrics.changed()
 }
 
 // generate runs a request through the engine model: it waits for a slot, prefills the
@@ -82,6 +84,7 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 	first := time.Now()
 	last := first
 	e.metrics.ttft.Observe(first.Sub(start).Seconds())
+	e.metrics.changed()
 	for i := range outputTokens {
 		if i > 0 {
 			itl := time.Duration(float64(e.cfg.InterTokenLatency) * (1 + e.cfg.DecodeBatchFactor*float64(e.batchSize()-1)))
@@ -93,6 +96,7 @@ func (e *Engine) generate(ctx context.Context, g generation, emit func(token str
 			last = now
 		}
 		e.metrics.generationTokens.Inc()
+		e.metrics.changed()
 		res.completionTokens++
 		if err := emit(e.word()); err != nil {
 			return res, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -162,10 +163,21 @@ func runAPICases(t *testing.T, te *testEngine, cases []apiCase) {
 	}
 }
 
-// metrics scrapes and parses /metrics.
+// metrics scrapes and parses /metrics as the scrapers do: the text format, uncompressed,
+// which the engine serves from its cached page.
 func (te *testEngine) metrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := te.srv.Client().Get(te.srv.URL + "/metrics")
+	return te.metricsWith(t, true)
+}
+
+// metricsWith scrapes and parses /metrics, accepting compression unless uncompressed,
+// which then takes promhttp's negotiation.
+func (te *testEngine) metricsWith(t *testing.T, uncompressed bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	transport := te.srv.Client().Transport.(*http.Transport).Clone()
+	transport.DisableCompression = uncompressed
+	defer transport.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: transport}).Get(te.srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

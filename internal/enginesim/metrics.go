@@ -1,14 +1,21 @@
 package enginesim
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 // engineMetrics are the engine's Prometheus series, named and typed like vLLM's and
 // registered in the engine's own registry.
+//
+// Every update of the series is followed by a call of changed, so that text can keep the
+// last rendered page until the series change: a fleet of idle engines scraped every
+// 100 ms then costs a copy per scrape, not a Gather and an encoding.
 type engineMetrics struct {
 	registry         *prometheus.Registry
 	running          prometheus.Gauge
@@ -28,6 +35,41 @@ type engineMetrics struct {
 	loraInfo         *prometheus.GaugeVec
 	requestSuccess   *prometheus.CounterVec
 	maxLoRAs         string
+
+	// version counts the calls of changed; page is the text rendered at a version.
+	version atomic.Uint64
+	page    atomic.Pointer[renderedPage]
+}
+
+// renderedPage is the text exposition of the series at version.
+type renderedPage struct {
+	version uint64
+	text    []byte
+}
+
+// changed records that series were updated.
+func (m *engineMetrics) changed() { m.version.Add(1) }
+
+// text returns the series in the text exposition format, rendered again only when they
+// changed since the last rendering.
+func (m *engineMetrics) text() ([]byte, error) {
+	v := m.version.Load() // before gathering: an update meanwhile renders again next time
+	if p := m.page.Load(); p != nil && p.version == v {
+		return p.text, nil
+	}
+	families, err := m.registry.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			return nil, err
+		}
+	}
+	m.page.Store(&renderedPage{version: v, text: buf.Bytes()})
+	return buf.Bytes(), nil
 }
 
 // requestPhaseBuckets are the buckets of the request-phase histograms (queue, prefill,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
 // maxBodyBytes bounds request bodies.
@@ -294,6 +295,8 @@ func (e *Engine) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// handleMetrics serves /metrics: a request for the uncompressed text format, as the
+// scrapers send, gets the engine's cached page; any other, promhttp's negotiation.
 func (e *Engine) handleMetrics() http.HandlerFunc {
 	h := promhttp.HandlerFor(e.metrics.registry, promhttp.HandlerOpts{})
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +304,17 @@ func (e *Engine) handleMetrics() http.HandlerFunc {
 			<-r.Context().Done()
 			return
 		}
-		h.ServeHTTP(w, r)
+		if ae := r.Header.Get("Accept-Encoding"); (ae != "" && ae != "identity") || expfmt.Negotiate(r.Header).FormatType() != expfmt.TypeTextPlain {
+			h.ServeHTTP(w, r)
+			return
+		}
+		text, err := e.metrics.text()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		_, _ = w.Write(text)
 	}
 }
 
