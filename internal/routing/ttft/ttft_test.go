@@ -76,7 +76,14 @@ func TestUnknownSlotsAreTheFleets(t *testing.T) {
 // known returns an engine with fresh metrics m and this process's inFlight requests of
 // mean age age there.
 func known(inFlight int64, age float64, m endpoint.Metrics) ttft.Engine {
-	return ttft.Engine{InFlight: inFlight, Age: age, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+	return ttft.Engine{InFlight: inFlight, Ages: meanAge(age), Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+}
+
+// meanAge is a mean age, in seconds, whatever the time.
+type meanAge float64
+
+func (a meanAge) MeanAge(time.Time) time.Duration {
+	return time.Duration(float64(a) * float64(time.Second))
 }
 
 func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
