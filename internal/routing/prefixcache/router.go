@@ -193,11 +193,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if n >= cutoff {
 			continue
 		}
-		en := ttft.Engine{InFlight: n, Ages: h}
-		if h.ScrapedAt() >= oldest {
-			en.Known, en.Queue, en.Speed = true, h.Queue(), h.Speed()
-		}
-		t := estimate.Predict(&en, float64(tokens-int64(held*r.cfg.BlockSize)), 0)
+		t := estimate.Cell(h, n, h.ScrapedAt() >= oldest, float64(tokens-int64(held*r.cfg.BlockSize)))
 		best.offer(i, t, n, &h.Load, r.rnd)
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile

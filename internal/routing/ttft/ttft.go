@@ -23,6 +23,7 @@ package ttft
 import (
 	"time"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -192,6 +193,21 @@ func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 	return t
 }
 
+// Cell is TTFT for the engine whose hot cell is h, with n requests of this process in
+// flight there and its metrics fresh if fresh, read from the cell: of an engine where
+// the request would not wait, only its Backlog.
+func (e *Estimator) Cell(h *cache.Hot, n int64, fresh bool, uncached float64) float64 {
+	if !fresh {
+		return e.fleet.prefillPerToken * max(uncached, 0)
+	}
+	b := h.Backlog()
+	if slots := e.slotsOf(b.Slots); slots > 0 && slotted(n, b.Beyond, slots) <= 0 {
+		return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0)
+	}
+	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
+	return e.Predict(&en, uncached, 0)
+}
+
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
 // the engine runs it (see wait).
 func (e *Estimator) Wait(c *routing.Candidate) float64 {
@@ -222,18 +238,27 @@ func (e *Estimator) ahead(en *Engine) (ahead, slots float64) {
 		return 0, 0
 	}
 	q := &en.Queue
-	if slots = q.Slots; slots <= 0 {
-		slots = e.slots
-	}
-	switch {
+	switch slots = e.slotsOf(q.Slots); {
 	case slots > 0:
-		// The scrape's requests beyond this process's, and this process's now.
-		beyond := q.Running + q.Waiting - float64(q.LocalInFlight)
-		return float64(en.InFlight) + max(beyond, 0) - slots + 1, slots
+		return slotted(en.InFlight, cache.Beyond(*q), slots), slots
 	case q.Waiting > 0:
 		return q.Waiting + float64(en.InFlight-q.LocalInFlight), max(q.Running, 1)
 	}
 	return 0, 0
+}
+
+// slotsOf returns the slots of an engine whose learnt count is own (0: not learnt).
+func (e *Estimator) slotsOf(own float64) float64 {
+	if own > 0 {
+		return own
+	}
+	return e.slots
+}
+
+// slotted returns how many requests are ahead of one sent now to an engine of slots
+// slots, holding beyond requests (cache.Beyond) besides this process's n.
+func slotted(n int64, beyond, slots float64) float64 {
+	return float64(n) + beyond - slots + 1
 }
 
 // wait returns the predicted time, in seconds, a request sent to en now would wait
