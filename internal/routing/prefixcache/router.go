@@ -193,7 +193,15 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if n >= cutoff {
 			continue
 		}
-		t := estimate.Cell(h, n, h.ScrapedAt() >= oldest, float64(tokens-int64(held*r.cfg.BlockSize)))
+		uncached := float64(tokens - int64(held*r.cfg.BlockSize))
+		t := estimate.Unknown(uncached)
+		if h.ScrapedAt() >= oldest {
+			b := h.Backlog()
+			var idle bool
+			if t, idle = estimate.Idle(&b, n, uncached); !idle {
+				t = estimate.Cell(h, n, uncached)
+			}
+		}
 		best.offer(i, t, n, &h.Load, r.rnd)
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile

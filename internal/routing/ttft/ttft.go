@@ -193,17 +193,26 @@ func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 	return t
 }
 
+// Idle returns TTFT for an engine whose metrics are fresh, with n requests of this
+// process in flight and the Backlog b (cache.Hot.Backlog), and true, when a request
+// would not wait there: its slots, or the fleet's where its own are not learnt, have
+// room. It returns false otherwise, for Cell to predict. It is cheap enough for a
+// caller's loop to inline.
+func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, bool) {
+	if slots := e.slotsOf(b.Slots); slots <= 0 || slotted(n, b.Beyond, slots) > 0 {
+		return 0, false
+	}
+	return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0), true
+}
+
+// Unknown returns TTFT for an engine whose metrics are not fresh.
+func (e *Estimator) Unknown(uncached float64) float64 {
+	return e.fleet.prefillPerToken * max(uncached, 0)
+}
+
 // Cell is TTFT for the engine whose hot cell is h, with n requests of this process in
-// flight there and its metrics fresh if fresh, read from the cell: of an engine where
-// the request would not wait, only its Backlog.
-func (e *Estimator) Cell(h *cache.Hot, n int64, fresh bool, uncached float64) float64 {
-	if !fresh {
-		return e.fleet.prefillPerToken * max(uncached, 0)
-	}
-	b := h.Backlog()
-	if slots := e.slotsOf(b.Slots); slots > 0 && slotted(n, b.Beyond, slots) <= 0 {
-		return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0)
-	}
+// flight there and its metrics fresh, read from the cell.
+func (e *Estimator) Cell(h *cache.Hot, n int64, uncached float64) float64 {
 	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
 	return e.Predict(&en, uncached, 0)
 }

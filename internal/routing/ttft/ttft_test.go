@@ -121,8 +121,8 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 }
 
 // TestCellIsTTFT checks, over random fleets, that the prediction from a candidate's hot
-// cell is the one from the candidate, to the last bit, whether the request would wait
-// there or not.
+// cell (Unknown, Idle, then Cell) is the one from the candidate, to the last bit,
+// whether the request would wait there or not.
 func TestCellIsTTFT(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 7))
 	for iter := range 300 {
@@ -145,7 +145,16 @@ func TestCellIsTTFT(t *testing.T) {
 		for i := range cands {
 			uncached := float64(rnd.IntN(2000))
 			want := est.TTFT(&cands[i], uncached)
-			if got := est.Cell(rc.Cells[i], cands[i].InFlight, cands[i].Metrics != nil, uncached); got != want {
+			h, n := rc.Cells[i], cands[i].InFlight
+			got := est.Unknown(uncached)
+			if cands[i].Metrics != nil {
+				b := h.Backlog()
+				var idle bool
+				if got, idle = est.Idle(&b, n, uncached); !idle {
+					got = est.Cell(h, n, uncached)
+				}
+			}
+			if got != want {
 				t.Fatalf("iteration %d, pod %d: Cell = %g, TTFT = %g", iter, i, got, want)
 			}
 		}
