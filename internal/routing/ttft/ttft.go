@@ -272,7 +272,7 @@ func slotted(n int64, beyond, slots float64) float64 {
 
 // wait returns the predicted time, in seconds, a request sent to en now would wait
 // before the engine runs it, with ahead requests (at least one) ahead of it for slots
-// (ahead): for the first of the running requests to finish (firstSlot), then for one
+// slots (see ahead): for the first of the running requests to finish (firstSlot), then for one
 // more slot to free per request ahead of it, each slot freeing after service over the
 // number of slots on average.
 func (e *Estimator) wait(en *Engine, ahead, slots float64) float64 {
