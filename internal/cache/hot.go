@@ -29,19 +29,21 @@ type Hot struct {
 // summaryWords is the size of a stored metrics summary in 64-bit words.
 const summaryWords = 11
 
-// The summary's words.
+// The summary's words. The first three share the cell's first cache line with the
+// counters; the next five are what a prediction of the time to first token reads of
+// most engines (Backlog), in the second line with the rest.
 const (
 	wordScrapedAt = iota
 	wordUsage
 	wordGeometry // BlockSize<<32 | NumGPUBlocks
-	wordRunning
-	wordWaiting
-	wordLocalInFlight
+	wordBeyond
 	wordSlots
 	wordPrefill
-	wordService
-	wordDecode
 	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
+	wordService
+	wordQueue // the float32 bits of Running<<32 | those of Waiting
+	wordLocalInFlight
+	wordDecode
 )
 
 // learntBit marks, in the epoch word, a learnt speed (Speed.Learnt); an epoch counts
@@ -134,15 +136,46 @@ func (h *Hot) KV() KV {
 	return KV{at, math.Float64frombits(w[wordUsage].Load()), int64(g >> 32), int64(g & math.MaxUint32)}
 }
 
-// Queue returns the latest snapshot's queue (Metrics.Queue).
+// Queue returns the latest snapshot's queue (Metrics.Queue), its running and waiting
+// counts rounded to float32 (exact below 1<<24).
 func (h *Hot) Queue() endpoint.Queue {
 	w := &h.summary
+	rw := w[wordQueue].Load()
 	return endpoint.Queue{
-		Running:       math.Float64frombits(w[wordRunning].Load()),
-		Waiting:       math.Float64frombits(w[wordWaiting].Load()),
+		Running:       float64(math.Float32frombits(uint32(rw >> 32))),
+		Waiting:       float64(math.Float32frombits(uint32(rw))),
 		LocalInFlight: int64(w[wordLocalInFlight].Load()),
 		Slots:         math.Float64frombits(w[wordSlots].Load()),
 	}
+}
+
+// Backlog is the part of a snapshot that a prediction of the time to first token reads
+// of an engine where a request would not wait: one cache line of the cell.
+type Backlog struct {
+	// Beyond is Beyond of the snapshot's queue.
+	Beyond float64
+	// Slots is the learnt slot count (Queue.Slots), 0 when not learnt.
+	Slots float64
+	// PrefillPerToken and Learnt are the Speed fields of those names.
+	PrefillPerToken float64
+	Learnt          bool
+}
+
+// Backlog returns the latest snapshot's Backlog.
+func (h *Hot) Backlog() Backlog {
+	w := &h.summary
+	return Backlog{
+		Beyond:          math.Float64frombits(w[wordBeyond].Load()),
+		Slots:           math.Float64frombits(w[wordSlots].Load()),
+		PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
+		Learnt:          w[wordEpoch].Load()&learntBit != 0,
+	}
+}
+
+// Beyond returns the requests q's engine held at its scrape beyond this process's
+// (Running+Waiting-LocalInFlight), or 0 when it held none beyond them.
+func Beyond(q endpoint.Queue) float64 {
+	return max(q.Running+q.Waiting-float64(q.LocalInFlight), 0)
 }
 
 // Slots returns the latest snapshot's learnt slot count (Queue.Slots), alone.
@@ -188,9 +221,10 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 	w[wordUsage] = math.Float64bits(m.UsedKVCache())
 	w[wordGeometry] = uint64(geometryWord(int64(m.BlockSize)))<<32 | uint64(geometryWord(int64(m.NumGPUBlocks)))
 	q, sp := m.Queue(), m.Profile.Speed()
-	w[wordRunning] = math.Float64bits(q.Running)
-	w[wordWaiting] = math.Float64bits(q.Waiting)
+	q.Running, q.Waiting = float64(float32(q.Running)), float64(float32(q.Waiting)) // as Queue returns them
+	w[wordQueue] = uint64(math.Float32bits(float32(q.Running)))<<32 | uint64(math.Float32bits(float32(q.Waiting)))
 	w[wordLocalInFlight] = uint64(q.LocalInFlight)
+	w[wordBeyond] = math.Float64bits(Beyond(q))
 	w[wordSlots] = math.Float64bits(q.Slots)
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
 	w[wordService] = math.Float64bits(sp.Service)

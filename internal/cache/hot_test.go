@@ -18,8 +18,9 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	c.UpsertPod(makePod("a").Build())
 	p, _ := c.Pod(makePod("a").Build().Key)
 	h := p.Hot()
-	if h.KV() != (KV{}) || h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 {
-		t.Fatalf("summary before any scrape: %+v %+v %+v %d, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch())
+	if h.KV() != (KV{}) || h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 ||
+		h.Backlog() != (Backlog{}) {
+		t.Fatalf("summary before any scrape: %+v %+v %+v %d %+v, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch(), h.Backlog())
 	}
 	learnt := endpoint.Metrics{
 		ScrapedAt: time.Unix(1700000000, 5), KVCacheUsage: 0.25, BlockSize: 16, NumGPUBlocks: 4096,
@@ -30,7 +31,22 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	if !learnt.Profile.Learnt() {
 		t.Fatal("the test's learnt profile is not learnt")
 	}
-	for _, m := range []endpoint.Metrics{learnt, {ScrapedAt: time.Unix(1700000001, 0), KVCacheUsage: math.NaN()}} {
+	// This process's requests outnumber what the engine held: none beyond them.
+	outnumbered := endpoint.Metrics{ScrapedAt: time.Unix(1700000001, 0), KVCacheUsage: math.NaN(), Running: 2, LocalInFlight: 5}
+	for _, tt := range []struct {
+		m      endpoint.Metrics
+		beyond float64
+	}{{learnt, 1}, {outnumbered, 0}} {
+		if !c.SetMetrics(p, tt.m) {
+			t.Fatal("SetMetrics discarded a scrape of the current address")
+		}
+		sp := tt.m.Profile.Speed()
+		want := Backlog{Beyond: tt.beyond, Slots: tt.m.Profile.Slots, PrefillPerToken: sp.PrefillPerToken, Learnt: sp.Learnt}
+		if got := h.Backlog(); got != want {
+			t.Errorf("Backlog() = %+v, want %+v", got, want)
+		}
+	}
+	for _, m := range []endpoint.Metrics{learnt, outnumbered} {
 		if !c.SetMetrics(p, m) {
 			t.Fatal("SetMetrics discarded a scrape of the current address")
 		}

@@ -80,13 +80,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			g.set(kv)
 		}
 		c := projection{usage: kv.Usage + float64(n)*g.share, inFlight: n}
-		switch {
-		case ties.Len() == 0 || c.less(best):
-			best = c
-			ties.Reset(i)
-		case !best.less(c):
-			ties.Add(i, r.rnd)
+		if ties.Len() > 0 && !c.less(best) { // most pods: worse than the best, or tied
+			if !best.less(c) {
+				ties.Add(i, r.rnd)
+			}
+			continue
 		}
+		best = c
+		ties.Reset(i)
 	}
 	if ties.Len() == 0 {
 		return 0, 0, false

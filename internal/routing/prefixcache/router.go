@@ -144,8 +144,7 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	var best choice
 	for i := range cands {
 		if t, ok := d.predict(i); ok {
-			c := &cands[i]
-			best.offer(i, load{ttft: t, inFlight: c.InFlight, tokensIn: c.Load().TokensIn()}, r.rnd)
+			best.offer(i, t, cands[i].InFlight, cands[i].Load(), r.rnd)
 		}
 	}
 	return best.chosen(r.rnd), nil
@@ -194,12 +193,16 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if n >= cutoff {
 			continue
 		}
-		en := ttft.Engine{InFlight: n, Age: h.MeanAge(rc.Now).Seconds()}
+		uncached := float64(tokens - int64(held*r.cfg.BlockSize))
+		t := estimate.Unknown(uncached)
 		if h.ScrapedAt() >= oldest {
-			en.Known, en.Queue, en.Speed = true, h.Queue(), h.Speed()
+			b := h.Backlog()
+			var idle bool
+			if t, idle = estimate.Idle(&b, n, uncached); !idle {
+				t = estimate.Cell(h, n, uncached)
+			}
 		}
-		t := estimate.Predict(&en, float64(tokens-int64(held*r.cfg.BlockSize)), 0)
-		best.offer(i, load{ttft: t, inFlight: n, tokensIn: h.TokensIn()}, r.rnd)
+		best.offer(i, t, n, &h.Load, r.rnd)
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile
 		return 0, 0, false
@@ -433,41 +436,44 @@ func minInFlight(cands []routing.Candidate) int64 {
 
 // choice finds the candidate with the soonest predicted first token, then the fewest
 // requests in flight, then the fewest prompt tokens sent so far, breaking remaining ties
-// uniformly at random (routing.Ties). The zero value has seen no candidate.
+// uniformly at random (routing.Ties). It reads the prompt tokens sent only of candidates
+// tied on the first two. The zero value has seen no candidate.
 type choice struct {
-	load
-	ties routing.Ties
-}
-
-// load is what a choice compares of a candidate.
-type load struct {
 	ttft     float64
 	inFlight int64
-	tokensIn int64
+	// counters are the best's; tokensIn is their TokensIn once read (tokensRead).
+	counters   *cache.Load
+	tokensIn   int64
+	tokensRead bool
+	ties       routing.Ties
 }
 
-// offer considers candidate i, whose prediction and counts are next.
-func (best *choice) offer(i int, next load, rnd routing.Random) {
-	switch order := best.compare(&next); {
-	case best.ties.Len() == 0 || order < 0:
-		best.load = next
+// offer considers candidate i, whose predicted time to first token, requests in flight
+// and counters are next.
+func (best *choice) offer(i int, ttft float64, inFlight int64, counters *cache.Load, rnd routing.Random) {
+	order, tokensIn, tokensRead := -1, int64(0), false
+	switch {
+	case best.ties.Len() == 0:
+	case ttft != best.ttft:
+		order = cmp.Compare(ttft, best.ttft)
+	case inFlight != best.inFlight:
+		order = cmp.Compare(inFlight, best.inFlight)
+	default:
+		if !best.tokensRead {
+			best.tokensIn, best.tokensRead = best.counters.TokensIn(), true
+		}
+		tokensIn, tokensRead = counters.TokensIn(), true
+		order = cmp.Compare(tokensIn, best.tokensIn)
+	}
+	switch order {
+	case -1:
+		best.ttft, best.inFlight, best.counters = ttft, inFlight, counters
+		best.tokensIn, best.tokensRead = tokensIn, tokensRead
 		best.ties.Reset(i)
-	case order == 0:
+	case 0:
 		best.ties.Add(i, rnd)
 	}
 }
 
 // chosen returns the index of the candidate chosen among those offered, at least one.
 func (best *choice) chosen(rnd routing.Random) int { return best.ties.Draw(rnd) }
-
-// compare returns -1 if o is better than best, +1 if worse and 0 if they tie.
-func (best *choice) compare(o *load) int {
-	switch {
-	case o.ttft != best.ttft:
-		return cmp.Compare(o.ttft, best.ttft)
-	case o.inFlight != best.inFlight:
-		return cmp.Compare(o.inFlight, best.inFlight)
-	default:
-		return cmp.Compare(o.tokensIn, best.tokensIn)
-	}
-}

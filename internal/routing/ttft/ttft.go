@@ -23,6 +23,7 @@ package ttft
 import (
 	"time"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -42,9 +43,9 @@ const (
 type Engine struct {
 	// InFlight is the requests this process has in flight on the engine.
 	InFlight int64
-	// Age is how long, on average, those requests have run, in seconds
-	// (cache.Load.MeanAge).
-	Age float64
+	// Ages tells how long, on average, those requests have run; nil reads as none.
+	// A prediction asks only when the engine's wait depends on it.
+	Ages Ages
 	// Known reports whether the engine's metrics are fresh; Queue and Speed are zero
 	// otherwise.
 	Known bool
@@ -52,11 +53,17 @@ type Engine struct {
 	Speed endpoint.Speed
 }
 
-// engineOf returns c as a prediction at now reads it.
-func engineOf(c *routing.Candidate, now time.Time) Engine {
+// Ages tells how long, on average, an engine's in-flight requests have run as of now;
+// cache.Load is one.
+type Ages interface {
+	MeanAge(now time.Time) time.Duration
+}
+
+// engineOf returns c as a prediction reads it.
+func engineOf(c *routing.Candidate) Engine {
 	en := Engine{InFlight: c.InFlight}
 	if c.Pod != nil {
-		en.Age = c.Load().MeanAge(now).Seconds()
+		en.Ages = c.Load()
 	}
 	if m := c.Metrics; m != nil {
 		en.Known, en.Queue, en.Speed = true, m.Queue(), m.Profile.Speed()
@@ -147,25 +154,11 @@ func New(cands []routing.Candidate, now time.Time) Estimator {
 // to whichever engine's noise looks fastest. Engines of other hardware differ by more.
 const distinct = 1.5
 
-// speed returns en's speed: the fleet's, with each of en's learnt rates that differs
-// from the fleet's by more than the factor distinct in its place.
-func (e *Estimator) speed(en *Engine) speed {
-	s := e.fleet
-	if !en.Known || !en.Speed.Learnt {
-		return s
-	}
-	s.prefillPerToken = pick(en.Speed.PrefillPerToken, s.prefillPerToken)
-	s.service = pick(en.Speed.Service, s.service)
-	if en.Speed.DecodePerToken > 0 {
-		s.decodePerToken = pick(en.Speed.DecodePerToken, s.decodePerToken)
-	}
-	return s
-}
-
-// pick returns own if it differs from fleet by more than the factor distinct, fleet
+// rate returns the rate a prediction uses for an engine whose own is own and is learnt
+// if learnt: own if it differs from fleet by more than the factor distinct, fleet
 // otherwise.
-func pick(own, fleet float64) float64 {
-	if own > fleet*distinct || own*distinct < fleet {
+func rate(learnt bool, own, fleet float64) float64 {
+	if learnt && (own > fleet*distinct || own*distinct < fleet) {
 		return own
 	}
 	return fleet
@@ -175,34 +168,67 @@ func pick(own, fleet float64) float64 {
 // prompt has uncached tokens the engine is not expected to hold. The fixed part of a
 // prefill is in the per-token rate (endpoint.Profile.PrefillPerToken).
 func (e *Estimator) TTFT(c *routing.Candidate, uncached float64) float64 {
-	en := engineOf(c, e.now)
+	en := engineOf(c)
 	return e.Predict(&en, uncached, 0)
 }
 
 // Latency returns the predicted time, in seconds, until a request on c with uncached
 // prompt tokens the engine is not expected to hold has generated output tokens.
 func (e *Estimator) Latency(c *routing.Candidate, uncached, output float64) float64 {
-	en := engineOf(c, e.now)
+	en := engineOf(c)
 	return e.Predict(&en, uncached, output)
 }
 
-// Predict is Latency for the engine en.
+// Predict is Latency for the engine en. Each of en's learnt rates that differs from the
+// fleet's by more than the factor distinct stands in for the fleet's.
 func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
-	s := e.speed(en)
-	return e.wait(en, s.service) + s.prefillPerToken*max(uncached, 0) + s.decodePerToken*max(output, 0)
+	learnt := en.Known && en.Speed.Learnt
+	t := rate(learnt, en.Speed.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0)
+	if ahead, slots := e.ahead(en); ahead > 0 {
+		t += e.wait(en, ahead, slots)
+	}
+	if output > 0 {
+		t += rate(learnt && en.Speed.DecodePerToken > 0, en.Speed.DecodePerToken, e.fleet.decodePerToken) * output
+	}
+	return t
+}
+
+// Idle returns TTFT for an engine whose metrics are fresh, with n requests of this
+// process in flight and the Backlog b (cache.Hot.Backlog), and true, when a request
+// would not wait there: its slots, or the fleet's where its own are not learnt, have
+// room. It returns false otherwise, for Cell to predict. It is cheap enough for a
+// caller's loop to inline.
+func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, bool) {
+	if slots := e.slotsOf(b.Slots); slots <= 0 || slotted(n, b.Beyond, slots) > 0 {
+		return 0, false
+	}
+	return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0), true
+}
+
+// Unknown returns TTFT for an engine whose metrics are not fresh.
+func (e *Estimator) Unknown(uncached float64) float64 {
+	return e.fleet.prefillPerToken * max(uncached, 0)
+}
+
+// Cell is TTFT for the engine whose hot cell is h, with n requests of this process in
+// flight there and its metrics fresh, read from the cell.
+func (e *Estimator) Cell(h *cache.Hot, n int64, uncached float64) float64 {
+	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
+	return e.Predict(&en, uncached, 0)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before
 // the engine runs it (see wait).
 func (e *Estimator) Wait(c *routing.Candidate) float64 {
-	en := engineOf(c, e.now)
-	return e.wait(&en, e.speed(&en).service)
+	en := engineOf(c)
+	if ahead, slots := e.ahead(&en); ahead > 0 {
+		return e.wait(&en, ahead, slots)
+	}
+	return 0
 }
 
-// wait returns the predicted time, in seconds, a request sent to en now would wait
-// before the engine runs it: for the first of the running requests to finish
-// (firstSlot), then for one more slot to free per request ahead of it, each slot freeing
-// after service over the number of slots on average.
+// ahead returns how many requests, counting one sent to en now, are ahead of the slot
+// it would take, and the slots they wait for; 0 ahead means a slot is free.
 //
 // The engine holds, as far as anyone knows, the requests of its last scrape (running
 // and waiting) plus those this process sent since, less those it saw finish since: at
@@ -216,26 +242,42 @@ func (e *Estimator) Wait(c *routing.Candidate) float64 {
 // engine out of KV cache, or loading an adapter) is ahead, together with those sent
 // since, the running requests taken for the slots. Until the first scrape that shows a
 // queue, the load guard of the algorithm bounds a pile-on.
-func (e *Estimator) wait(en *Engine, service float64) float64 {
+func (e *Estimator) ahead(en *Engine) (ahead, slots float64) {
 	if !en.Known {
-		return 0
+		return 0, 0
 	}
 	q := &en.Queue
-	sent := float64(en.InFlight - q.LocalInFlight)
-	slots, ahead := q.Slots, 0.0
-	if slots <= 0 {
-		slots = e.slots
-	}
-	switch {
+	switch slots = e.slotsOf(q.Slots); {
 	case slots > 0:
-		ahead = max(float64(en.InFlight), q.Running+q.Waiting+sent) - slots + 1
+		return slotted(en.InFlight, cache.Beyond(*q), slots), slots
 	case q.Waiting > 0:
-		slots, ahead = max(q.Running, 1), q.Waiting+sent
+		return q.Waiting + float64(en.InFlight-q.LocalInFlight), max(q.Running, 1)
 	}
-	if ahead <= 0 {
-		return 0
+	return 0, 0
+}
+
+// slotsOf returns the slots of an engine whose learnt count is own (0: not learnt).
+func (e *Estimator) slotsOf(own float64) float64 {
+	if own > 0 {
+		return own
 	}
-	return firstSlot(en, service, slots) + (ahead-1)*service/slots
+	return e.slots
+}
+
+// slotted returns how many requests are ahead of one sent now to an engine of slots
+// slots, holding beyond requests (cache.Beyond) besides this process's n.
+func slotted(n int64, beyond, slots float64) float64 {
+	return float64(n) + beyond - slots + 1
+}
+
+// wait returns the predicted time, in seconds, a request sent to en now would wait
+// before the engine runs it, with ahead requests (at least one) ahead of it for slots
+// slots (see ahead): for the first of the running requests to finish (firstSlot), then for one
+// more slot to free per request ahead of it, each slot freeing after service over the
+// number of slots on average.
+func (e *Estimator) wait(en *Engine, ahead, slots float64) float64 {
+	service := rate(en.Speed.Learnt, en.Speed.Service, e.fleet.service)
+	return e.firstSlot(en, service, slots) + (ahead-1)*service/slots
 }
 
 // firstSlot returns the predicted time, in seconds, until the first of the requests
@@ -245,11 +287,16 @@ func (e *Estimator) wait(en *Engine, service float64) float64 {
 // service time, and a request queued behind them waits that long while other engines
 // may have slots free. The mean age of this process's requests on the engine tells the
 // two apart: with starts spread evenly, the oldest has run twice the mean age. Without
-// requests of this process there, the spread case is assumed.
-func firstSlot(en *Engine, service, slots float64) float64 {
+// requests of this process there, the spread case is assumed; with requests of unknown
+// ages (Engine.Ages nil), that of requests started together.
+func (e *Estimator) firstSlot(en *Engine, service, slots float64) float64 {
 	spread := service / slots
 	if en.InFlight <= 0 {
 		return spread
 	}
-	return min(max(service-2*en.Age, spread), service)
+	age := 0.0
+	if en.Ages != nil {
+		age = en.Ages.MeanAge(e.now).Seconds()
+	}
+	return min(max(service-2*age, spread), service)
 }

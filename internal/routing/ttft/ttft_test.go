@@ -2,6 +2,7 @@ package ttft_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -76,7 +77,14 @@ func TestUnknownSlotsAreTheFleets(t *testing.T) {
 // known returns an engine with fresh metrics m and this process's inFlight requests of
 // mean age age there.
 func known(inFlight int64, age float64, m endpoint.Metrics) ttft.Engine {
-	return ttft.Engine{InFlight: inFlight, Age: age, Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+	return ttft.Engine{InFlight: inFlight, Ages: meanAge(age), Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
+}
+
+// meanAge is a mean age, in seconds, whatever the time.
+type meanAge float64
+
+func (a meanAge) MeanAge(time.Time) time.Duration {
+	return time.Duration(float64(a) * float64(time.Second))
 }
 
 func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
@@ -109,5 +117,46 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 	}
 	if got, want := est.Latency(&cands[0], 0, 10), 10*ttft.PriorDecodePerToken; math.Abs(got-want) > 1e-12 {
 		t.Errorf("Latency of 10 output tokens = %g, want the prior %g", got, want)
+	}
+}
+
+// TestCellIsTTFT checks, over random fleets, that the prediction from a candidate's hot
+// cell (Unknown, Idle, then Cell) is the one from the candidate, to the last bit,
+// whether the request would wait there or not.
+func TestCellIsTTFT(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 7))
+	for iter := range 300 {
+		pods := 1 + rnd.IntN(8)
+		fleet := routingtest.NewFleet("llama", pods)
+		for i := range pods {
+			m := endpoint.Metrics{Running: float64(rnd.IntN(10)), Waiting: float64(rnd.IntN(3)),
+				LocalInFlight: int64(rnd.IntN(4))}
+			if rnd.IntN(3) > 0 {
+				m.Profile = learnt(1e-4*float64(1+rnd.IntN(4)), float64(1+rnd.IntN(3)), float64(rnd.IntN(9)))
+			}
+			if rnd.IntN(4) > 0 {
+				fleet.SetMetrics(i, m)
+			}
+			fleet.Reserve(i, rnd.IntN(10))
+		}
+		rc := fleet.Context(routing.Request{})
+		cands := routingtest.Candidates(rc)
+		est := ttft.New(cands, rc.Now)
+		for i := range cands {
+			uncached := float64(rnd.IntN(2000))
+			want := est.TTFT(&cands[i], uncached)
+			h, n := rc.Cells[i], cands[i].InFlight
+			got := est.Unknown(uncached)
+			if cands[i].Metrics != nil {
+				b := h.Backlog()
+				var idle bool
+				if got, idle = est.Idle(&b, n, uncached); !idle {
+					got = est.Cell(h, n, uncached)
+				}
+			}
+			if got != want {
+				t.Fatalf("iteration %d, pod %d: Cell = %g, TTFT = %g", iter, i, got, want)
+			}
+		}
 	}
 }
