@@ -154,7 +154,7 @@ func (x *exchange) proxy() {
 			mirrored = true
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
-		resp, err := x.send(x.g.transportFor(svc, backend.Port), target.Pod, port, backend.Filters)
+		resp, err := x.send(x.roundTripper(svc, backend.Port), target.Pod, port, backend.Filters)
 		x.observe(target.Pod, resp, err)
 		retry := attempt < x.retries && x.r.Context().Err() == nil
 		if err == nil && !(retry && x.retryableAnswer(resp)) {
@@ -310,6 +310,17 @@ func (x *exchange) lacksModel(resp *http.Response) bool {
 // failed to connect, so the engine never saw it, and a streamed body is still unread.
 func (x *exchange) retryable(err error) bool {
 	return isConnectError(err) && (x.stream == nil || !x.stream.started())
+}
+
+// roundTripper returns what sends the request to port of svc: the gateway's own
+// HTTP/1.1 client for a body in memory, http.Transport for a streamed body, a protocol
+// switch or an h2c backend.
+func (x *exchange) roundTripper(svc cache.Service, port int32) http.RoundTripper {
+	t := x.g.transportFor(svc, port)
+	if t != x.g.transport || x.body == nil || upgradeProtocol(x.r) != "" {
+		return t
+	}
+	return x.g.upstream
 }
 
 // send forwards the request through transport, after the rule's filters and then the
