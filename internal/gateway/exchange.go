@@ -435,9 +435,10 @@ func relayTrailers(h http.Header, trailers http.Header) {
 }
 
 // bodyBuffers hold the buffers request bodies are read into (*[]byte), so that a
-// request does not allocate one. maxPooledBodyBytes bounds the buffers kept.
+// request does not allocate one.
 var bodyBuffers sync.Pool
 
+// maxPooledBodyBytes is the capacity of the largest body buffer kept for reuse.
 const maxPooledBodyBytes = 1 << 20
 
 // recycleBody returns the request body's buffer to bodyBuffers, unless it was shared.

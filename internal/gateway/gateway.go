@@ -102,8 +102,8 @@ type Gateway struct {
 	opts      Options
 	registry  *strategies.Registry
 	transport *http.Transport
-	// upstream sends HTTP/1.1 requests whose body is in memory, such as every
-	// inference request, without http.Transport's goroutine hand-offs.
+	// upstream sends HTTP/1.1 requests whose body is in memory (every inference
+	// request) or absent, without http.Transport's goroutine hand-offs.
 	upstream *upstreamClient
 	// h2c speaks HTTP/2 with prior knowledge, to Service ports of appProtocol
 	// kubernetes.io/h2c.

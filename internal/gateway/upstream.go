@@ -16,9 +16,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// upstreamClient sends HTTP/1.1 requests whose body is in memory to engines and
-// backends on pooled keep-alive connections. The goroutine of the request writes it and
-// reads the answer itself: http.Transport hands every round trip to a writer and a
+// upstreamClient sends HTTP/1.1 requests whose body is in memory or absent to engines
+// and backends on pooled keep-alive connections. The goroutine of the request writes it
+// and reads the answer itself: http.Transport hands every round trip to a writer and a
 // reader goroutine per connection and back, and on a small answer those hand-offs cost
 // more than the bytes. It does not switch protocols and speaks neither TLS nor HTTP/2;
 // the gateway sends such requests, and those that stream their body, through
