@@ -46,6 +46,11 @@ type exchange struct {
 	strategy v1alpha1.Strategy
 	// body is the buffered request body; nil when a plain request streams its body.
 	body []byte
+	// bodyBuf holds body, from bodyBuffers; bodyShared is whether something that may
+	// outlive the exchange (a mirror, http.Transport) was given body, which then is not
+	// reused.
+	bodyBuf    *[]byte
+	bodyShared bool
 	// stream is a plain request's streamed body.
 	stream *onceBody
 }
@@ -154,7 +159,7 @@ func (x *exchange) proxy() {
 			mirrored = true
 			x.g.mirror(x.r, rule, x.matched.Prefix, x.body)
 		}
-		resp, err := x.send(x.g.transportFor(svc, backend.Port), target.Pod, port, backend.Filters)
+		resp, err := x.send(x.roundTripper(svc, backend.Port), target.Pod, port, backend.Filters)
 		x.observe(target.Pod, resp, err)
 		retry := attempt < x.retries && x.r.Context().Err() == nil
 		if err == nil && !(retry && x.retryableAnswer(resp)) {
@@ -312,6 +317,17 @@ func (x *exchange) retryable(err error) bool {
 	return isConnectError(err) && (x.stream == nil || !x.stream.started())
 }
 
+// roundTripper returns what sends the request to port of svc: the gateway's own
+// HTTP/1.1 client for a body in memory or none, http.Transport for a streamed body
+// (which it writes while the answer arrives), a protocol switch or an h2c backend.
+func (x *exchange) roundTripper(svc cache.Service, port int32) http.RoundTripper {
+	t := x.g.transportFor(svc, port)
+	if t != x.g.transport || (x.body == nil && x.r.ContentLength != 0) || upgradeProtocol(x.r) != "" {
+		return t
+	}
+	return x.g.upstream
+}
+
 // send forwards the request through transport, after the rule's filters and then the
 // backend's, to port of pod and returns the response headers. The upstream request ends with the client's.
 //
@@ -332,6 +348,9 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 	}
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
 	backend.ModifyRequest(out, x.matched.Prefix)
+	if transport != x.g.upstream {
+		x.bodyShared = true // it may read the body after answering
+	}
 	resp, err := transport.RoundTrip(out)
 	if err != nil {
 		cancel()
@@ -413,6 +432,24 @@ func relayTrailers(h http.Header, trailers http.Header) {
 			h.Add(http.TrailerPrefix+k, v)
 		}
 	}
+}
+
+// bodyBuffers hold the buffers request bodies are read into (*[]byte), so that a
+// request does not allocate one.
+var bodyBuffers sync.Pool
+
+// maxPooledBodyBytes is the capacity of the largest body buffer kept for reuse.
+const maxPooledBodyBytes = 1 << 20
+
+// recycleBody returns the request body's buffer to bodyBuffers, unless it was shared.
+// The upstream client has written the body before a round trip returns, so nothing
+// reads it once the exchange ends.
+func (x *exchange) recycleBody() {
+	if x.bodyBuf == nil || x.bodyShared || cap(x.body) > maxPooledBodyBytes {
+		return
+	}
+	*x.bodyBuf = x.body[:0]
+	bodyBuffers.Put(x.bodyBuf)
 }
 
 // relayBuffers hold the buffers responses are relayed through, so that a request does

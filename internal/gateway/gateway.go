@@ -103,6 +103,9 @@ type Gateway struct {
 	opts      Options
 	registry  *strategies.Registry
 	transport *http.Transport
+	// upstream sends HTTP/1.1 requests whose body is in memory (every inference
+	// request) or absent, without http.Transport's goroutine hand-offs.
+	upstream *upstreamClient
 	// h2c speaks HTTP/2 with prior knowledge, to Service ports of appProtocol
 	// kubernetes.io/h2c.
 	h2c *http.Transport
@@ -145,7 +148,9 @@ func New(view *cache.Gateway, opts Options) *Gateway {
 		created: time.Now().Unix(),
 
 		transport: upstreamTransport(dialer, opts.UpstreamTimeout, false),
-		h2c:       upstreamTransport(dialer, opts.UpstreamTimeout, true),
+		upstream: &upstreamClient{dialer: dialer, headerTimeout: opts.UpstreamTimeout, idleTimeout: upstreamIdleConnTimeout,
+			maxIdle: upstreamMaxIdleConns, maxIdlePerHost: upstreamMaxIdleConnsPerHost},
+		h2c: upstreamTransport(dialer, opts.UpstreamTimeout, true),
 	}
 	g.outliers = outlier.New(nil, outlierEvents{g})
 	g.metrics.ejected = g.outliers.EjectedCount
@@ -188,6 +193,7 @@ func (g *Gateway) EndpointEjected(ep *endpoint.Endpoint) bool { return g.outlier
 // Close releases the gateway's idle upstream connections.
 func (g *Gateway) Close() {
 	g.transport.CloseIdleConnections()
+	g.upstream.CloseIdleConnections()
 	g.h2c.CloseIdleConnections()
 }
 
@@ -195,14 +201,21 @@ func (g *Gateway) Close() {
 // clear text (Gateway API, GEP-1911).
 const appProtocolH2C = "kubernetes.io/h2c"
 
+// Bounds of the idle connections to engines and backends, of each client.
+const (
+	upstreamMaxIdleConns        = 1024
+	upstreamMaxIdleConnsPerHost = 256
+	upstreamIdleConnTimeout     = 90 * time.Second
+)
+
 // upstreamTransport returns the transport to engines and backends: HTTP/1.1, or with
 // h2c HTTP/2 over clear text with prior knowledge.
 func upstreamTransport(dialer *net.Dialer, responseHeaderTimeout time.Duration, h2c bool) *http.Transport {
 	t := &http.Transport{
 		DialContext:           dialer.DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          upstreamMaxIdleConns,
+		MaxIdleConnsPerHost:   upstreamMaxIdleConnsPerHost,
+		IdleConnTimeout:       upstreamIdleConnTimeout,
 		ResponseHeaderTimeout: responseHeaderTimeout,
 		DisableCompression:    true,
 	}

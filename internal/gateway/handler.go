@@ -98,7 +98,8 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		r = r.WithContext(ctx)
 	}
 	x := &exchange{g: g, w: w, r: r, matched: m, start: start, o: o, retries: DefaultRetryAttempts,
-		outlier: outlier.DefaultConfig()}
+		outlier: outlier.DefaultConfig(), bodyShared: len(rule.Mirrors) > 0}
+	defer x.recycleBody()
 	if rule.Policy == nil {
 		x.servePlain()
 		return
@@ -116,13 +117,19 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 	x.serveInference(policy)
 }
 
-// readBody reads the whole request body within the inbound limits, answering the client
-// itself when it cannot.
+// readBody reads the whole request body within the inbound limits, into a buffer of
+// bodyBuffers, answering the client itself when it cannot.
 func (x *exchange) readBody() ([]byte, bool) {
-	body, err := inbound.ReadBody(x.w, x.r, x.g.opts.Inbound)
+	bp, _ := bodyBuffers.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body, err := inbound.ReadBody(x.w, x.r, x.g.opts.Inbound, *bp)
 	if err == nil {
+		*bp, x.bodyBuf = body, bp
 		return body, true
 	}
+	bodyBuffers.Put(bp)
 	e := &Error{Status: inbound.StatusCode(err), Type: "invalid_request_error", Code: "invalid_request",
 		Message: "The request body could not be read."}
 	switch {

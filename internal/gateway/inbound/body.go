@@ -24,10 +24,11 @@ var (
 const firstBufferBytes = 512
 
 // ReadBody reads r's whole body within l (after WithDefaults) and returns it; it returns
-// nil for a request without a body.
+// nil for a request without a body. The body is read into buf (from its start, up to its
+// capacity) when it fits, so that a caller may reuse buffers; buf may be nil.
 //
-// Memory grows with the bytes received, never ahead of them by more than a factor of
-// two (or 512 bytes), whatever Content-Length the client declares. A body that
+// Beyond buf, memory grows with the bytes received, never ahead of them by more than a
+// factor of two (or 512 bytes), whatever Content-Length the client declares. A body that
 // declares more than MaxBodyBytes is rejected before any of it is read. The whole
 // read MUST finish within BodyReadTimeout, enforced by a read deadline on the
 // connection through w; after a successful read the deadline is cleared, so the
@@ -36,7 +37,7 @@ const firstBufferBytes = 512
 //
 // Errors wrap ErrBodyTooLarge, ErrBodyTimeout, http.ErrNotSupported (w cannot set read
 // deadlines: a server bug) or the read failure; StatusCode maps each to its status.
-func ReadBody(w http.ResponseWriter, r *http.Request, l Limits) ([]byte, error) {
+func ReadBody(w http.ResponseWriter, r *http.Request, l Limits, buf []byte) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -48,7 +49,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, l Limits) ([]byte, error) 
 	if r.ContentLength > l.MaxBodyBytes {
 		return nil, tooLarge(l.MaxBodyBytes)
 	}
-	body, err := readLimited(http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), r.ContentLength, l.MaxBodyBytes)
+	body, err := readLimited(http.MaxBytesReader(w, r.Body, l.MaxBodyBytes), r.ContentLength, l.MaxBodyBytes, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -58,17 +59,19 @@ func ReadBody(w http.ResponseWriter, r *http.Request, l Limits) ([]byte, error) 
 	return body, nil
 }
 
-// readLimited reads body to its end. declared is the length the client declared (-1
-// if unknown) and limit the most body may yield before failing with
+// readLimited reads body to its end, appending to buf. declared is the length the
+// client declared (-1 if unknown) and limit the most body may yield before failing with
 // *http.MaxBytesError; both only cap how far the buffer may grow.
-func readLimited(body io.Reader, declared, limit int64) ([]byte, error) {
+func readLimited(body io.Reader, declared, limit int64, buf []byte) ([]byte, error) {
 	// One byte beyond the most the body can yield lets the read that reports the end
 	// (or the excess) land without another allocation.
 	ceiling := limit + 1
 	if declared >= 0 {
 		ceiling = declared + 1
 	}
-	buf := make([]byte, 0, min(ceiling, firstBufferBytes))
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(ceiling, firstBufferBytes))
+	}
 	for {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(2*int64(cap(buf)), ceiling))

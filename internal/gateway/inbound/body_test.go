@@ -18,7 +18,7 @@ func bodyServer(t *testing.T, l Limits) (*httptest.Server, <-chan error) {
 	t.Helper()
 	errs := make(chan error, 16)
 	srv := startServer(t, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := ReadBody(w, r, l)
+		body, err := ReadBody(w, r, l, nil)
 		if err != nil {
 			errs <- err
 			w.WriteHeader(StatusCode(err))
@@ -128,7 +128,7 @@ func TestReadBodyLeavesTheResponseUnbounded(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	l := Limits{BodyReadTimeout: timeout}
 	srv := startServer(t, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := ReadBody(w, r, l)
+		body, err := ReadBody(w, r, l, nil)
 		if err != nil {
 			w.WriteHeader(StatusCode(err))
 			return
@@ -157,9 +157,29 @@ func TestReadBodyLeavesTheResponseUnbounded(t *testing.T) {
 	}
 }
 
+func TestReadLimitedReusesTheBuffer(t *testing.T) {
+	sent := strings.Repeat("0123456789abcdef", 256)
+	for _, tc := range []struct {
+		name   string
+		cap    int
+		shared bool
+	}{{"roomy", len(sent) + 1, true}, {"small", 16, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, 3, tc.cap)
+			got, err := readLimited(strings.NewReader(sent), int64(len(sent)), 1<<20, buf[:0])
+			if err != nil || string(got) != sent {
+				t.Fatalf("readLimited = %.20q..., %v; want the %d bytes sent", got, err, len(sent))
+			}
+			if shared := &got[0] == &buf[:1][0]; shared != tc.shared {
+				t.Errorf("body in the given buffer: %v, want %v", shared, tc.shared)
+			}
+		})
+	}
+}
+
 func TestReadBodyNeedsReadDeadlines(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("hello"))
-	_, err := ReadBody(httptest.NewRecorder(), r, Limits{})
+	_, err := ReadBody(httptest.NewRecorder(), r, Limits{}, nil)
 	if !errors.Is(err, http.ErrNotSupported) || StatusCode(err) != http.StatusInternalServerError {
 		t.Errorf("ReadBody without deadline support = %v (status %d), want http.ErrNotSupported (500)", err, StatusCode(err))
 	}

@@ -34,7 +34,7 @@ func TestStalledLargeBodiesCostLittleMemory(t *testing.T) {
 	var entered atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered.Add(1)
-		body, err := ReadBody(w, r, l)
+		body, err := ReadBody(w, r, l, nil)
 		if err != nil {
 			w.WriteHeader(StatusCode(err))
 			return

@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// newTestUpstreamClient returns an upstreamClient with the gateway's bounds.
+func newTestUpstreamClient(t *testing.T, headerTimeout time.Duration) *upstreamClient {
+	t.Helper()
+	c := &upstreamClient{dialer: &net.Dialer{Timeout: time.Second}, headerTimeout: headerTimeout,
+		idleTimeout: upstreamIdleConnTimeout, maxIdle: upstreamMaxIdleConns, maxIdlePerHost: upstreamMaxIdleConnsPerHost}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// countingServer serves h and counts the connections it accepted.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+func post(t *testing.T, ctx context.Context, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Test", "a\r\nb")
+	return req
+}
+
+func TestUpstreamClientReusesConnectionsReadToTheEnd(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "X-Sum")
+		_, _ = w.Write([]byte(r.Method + " " + r.Host + " " + r.Header.Get("X-Test") + " " + string(body)))
+		w.Header().Set("X-Sum", "ok")
+	})
+	c := newTestUpstreamClient(t, time.Minute)
+	large := strings.Repeat("x", 3*smallBodyBytes)
+	for i, body := range []string{"small", large, "small"} {
+		resp, err := c.RoundTrip(post(t, context.Background(), srv.URL+"/p?q=1", body))
+		if err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if want := "POST " + strings.TrimPrefix(srv.URL, "http://") + " a  b " + body; err != nil || string(got) != want {
+			t.Fatalf("round trip %d read %.40q, %v; want %.40q", i, got, err, want)
+		}
+		if resp.Trailer.Get("X-Sum") != "ok" {
+			t.Errorf("round trip %d trailers %v, want X-Sum: ok", i, resp.Trailer)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 sequential round trips, want 1", n)
+	}
+}
+
+func TestUpstreamClientClosesConnectionsNotReadToTheEnd(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("y"), 64<<10))
+	})
+	c := newTestUpstreamClient(t, time.Minute)
+	for range 2 {
+		resp, err := c.RoundTrip(post(t, context.Background(), srv.URL, "b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: a body left unread closes its connection", n)
+	}
+}
+
+// TestUpstreamClientRedialsClosedIdleConnections serves one request per connection and
+// closes it, without saying so in the answer: the next request must not fail.
+func TestUpstreamClientRedialsClosedIdleConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			req, err := http.ReadRequest(bufio.NewReader(conn))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+			_ = conn.Close()
+		}
+	}()
+	c := newTestUpstreamClient(t, time.Minute)
+	for i := range 3 {
+		resp, err := c.RoundTrip(post(t, context.Background(), "http://"+ln.Addr().String(), "b"))
+		if err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if i == 0 { // let the server's close arrive
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				c.mu.Lock()
+				pc := c.idle[ln.Addr().String()][0]
+				c.mu.Unlock()
+				if !connAlive(pc.conn) || time.Now().After(deadline) {
+					break
+				}
+			}
+		}
+	}
+}
+
+func TestUpstreamClientRequestEnds(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+
+	t.Run("when its context does", func(t *testing.T) {
+		c := newTestUpstreamClient(t, time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		if _, err := c.RoundTrip(post(t, ctx, srv.URL, "b")); !errors.Is(err, context.Canceled) {
+			t.Errorf("error %v, want context.Canceled", err)
+		}
+	})
+	t.Run("when the headers do not arrive in time", func(t *testing.T) {
+		c := newTestUpstreamClient(t, 10*time.Millisecond)
+		_, err := c.RoundTrip(post(t, context.Background(), srv.URL, "b"))
+		var netErr net.Error
+		if !errors.As(err, &netErr) || !netErr.Timeout() || isConnectError(err) {
+			t.Errorf("error %v, want a timeout after connecting", err)
+		}
+	})
+	t.Run("when it cannot connect", func(t *testing.T) {
+		c := newTestUpstreamClient(t, time.Minute)
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if _, err := c.RoundTrip(post(t, context.Background(), "http://"+addr, "b")); !isConnectError(err) {
+			t.Errorf("error %v, want a connection failure", err)
+		}
+	})
+}
+
+func TestUpstreamClientSweepsIdleConnections(t *testing.T) {
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	c := newTestUpstreamClient(t, time.Minute)
+	resp, err := c.RoundTrip(post(t, context.Background(), srv.URL, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	c.mu.Lock()
+	if c.nidle != 1 {
+		t.Fatalf("%d idle connections, want 1", c.nidle)
+	}
+	for _, list := range c.idle {
+		list[0].idleSince = time.Now().Add(-c.idleTimeout)
+	}
+	c.mu.Unlock()
+	c.sweep()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nidle != 0 || len(c.idle) != 0 {
+		t.Errorf("%d idle connections in %d addresses after the sweep, want none", c.nidle, len(c.idle))
+	}
+}
