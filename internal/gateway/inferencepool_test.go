@@ -77,8 +77,10 @@ func TestInferencePoolBackend(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: "rr"},
 		Spec:       v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyRoundRobin},
 	}
-	c.Create(t, class, gw, rr, pool("llm", "rr"), pool("orphan", ""),
-		route("llm", "llm.example", "llm"), route("orphan", "orphan.example", "orphan"))
+	unpicked := pool("unpicked", "rr") // its endpoint picker's Service does not exist
+	unpicked.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Name: "no-such-epp", Port: &inferencev1.Port{Number: 9002}}
+	c.Create(t, class, gw, rr, pool("llm", "rr"), pool("orphan", ""), unpicked,
+		route("llm", "llm.example", "llm"), route("orphan", "orphan.example", "orphan"), route("unpicked", "unpicked.example", "unpicked"))
 	g, _ := runGateway(t, c, gateway.Options{})
 	base := "http://" + listener
 
@@ -102,6 +104,9 @@ func TestInferencePoolBackend(t *testing.T) {
 	status, _, body := postRead(base, "orphan.example", chatBody("llama-3-8b", false))
 	if status != http.StatusInternalServerError {
 		t.Errorf("a pool without its RoutingPolicy answered %d %s, want 500", status, body)
+	}
+	if status, _, body := postRead(base, "unpicked.example", chatBody("llama-3-8b", false)); status != http.StatusInternalServerError {
+		t.Errorf("a pool whose endpointPickerRef does not resolve answered %d %s, want 500", status, body)
 	}
 
 	t.Run("as the pool's endpoint picker", func(t *testing.T) {

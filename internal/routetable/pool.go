@@ -1,6 +1,8 @@
 package routetable
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/types"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 )
@@ -28,6 +30,37 @@ type Pool struct {
 	Ports []int32
 	// Policy is the RoutingPolicy that routes the pool's requests (PoolPolicyAnnotation).
 	Policy types.NamespacedName
+	// Picker is spec.endpointPickerRef; nil when the pool names no endpoint picker.
+	Picker *PickerRef
+}
+
+// PickerRef is an InferencePool's spec.endpointPickerRef: the endpoint picker that
+// Envoy-based gateways ask. Switchboard's gateway routes a pool with the pool's
+// RoutingPolicy and needs no picker, but, as the Inference Extension specifies, it does
+// not serve a pool whose picker reference does not resolve (PickerProblem).
+type PickerRef struct {
+	// Group and Kind are the referent's, "" and "Service" when unset.
+	Group, Kind string
+	// Name is the referent's name, in the pool's namespace.
+	Name string
+}
+
+// PickerProblem says why the pool's endpoint picker reference does not resolve, or
+// returns "" when it does or the pool names none. The picker must be a core Service in
+// the pool's namespace; serviceExists (nil: not checked) tells whether it exists.
+func (p Pool) PickerProblem(serviceExists func(types.NamespacedName) bool) string {
+	ref := p.Picker
+	switch {
+	case ref == nil:
+		return ""
+	case ref.Group != "" || ref.Kind != "Service":
+		return fmt.Sprintf("endpointPickerRef kind %s is not supported: only a core Service", groupKind(ref.Group, ref.Kind))
+	case ref.Name == "":
+		return "endpointPickerRef names no Service"
+	case serviceExists != nil && !serviceExists(types.NamespacedName{Namespace: p.Key.Namespace, Name: ref.Name}):
+		return fmt.Sprintf("endpointPickerRef Service %s/%s not found", p.Key.Namespace, ref.Name)
+	}
+	return ""
 }
 
 // PoolOf returns the Pool of p. Its Selector and Ports MUST NOT be modified.
@@ -43,6 +76,15 @@ func PoolOf(p *inferencev1.InferencePool) Pool {
 	pool.Selector = sel
 	for _, port := range p.Spec.TargetPorts {
 		pool.Ports = append(pool.Ports, int32(port.Number))
+	}
+	if ref := p.Spec.EndpointPickerRef; ref != nil {
+		pool.Picker = &PickerRef{Kind: "Service", Name: string(ref.Name)}
+		if ref.Group != nil {
+			pool.Picker.Group = string(*ref.Group)
+		}
+		if ref.Kind != "" {
+			pool.Picker.Kind = string(ref.Kind)
+		}
 	}
 	return pool
 }

@@ -90,6 +90,9 @@ func (r *resolver) poolBackend(routeNamespace string, target types.NamespacedNam
 	if !ok {
 		return reject(gatewayv1.RouteReasonBackendNotFound, "InferencePool %s not found", target)
 	}
+	if problem := pool.PickerProblem(r.serviceExists); problem != "" {
+		return reject(gatewayv1.RouteReasonBackendNotFound, "InferencePool %s: %s", target, problem)
+	}
 	return Backend{Service: PoolService(target), Port: pool.Port(), Weight: weight, Pool: &pool}, RejectedBackend{}, true
 }
 

@@ -232,6 +232,10 @@ func TestPoolBackends(t *testing.T) {
 	tuned := llm
 	tuned.Policy = nn("team", "tuned")
 	shared := Pool{Key: nn("models", "shared"), Selector: map[string]string{"app": "shared"}, Ports: []int32{9000}, Policy: nn("models", "shared")}
+	picked := llm
+	picked.Picker = &PickerRef{Kind: "Service", Name: "epp"}
+	pickedByAnything := llm
+	pickedByAnything.Picker = &PickerRef{Group: "example.com", Kind: "Picker", Name: "epp"}
 	valid := policyStates{"team/llm": nil, "team/tuned": nil, "team/fast": nil, "models/shared": nil}
 	backend := func(p Pool) []Backend {
 		return []Backend{{Service: PoolService(p.Key), Port: p.Port(), Weight: 1, Pool: &p}}
@@ -263,6 +267,14 @@ func TestPoolBackends(t *testing.T) {
 				Message: "no ReferenceGrant in namespace models permits HTTPRoutes in team to reference InferencePool shared"}}, nil, ""},
 		{"another namespace with a grant", aRule().To(poolRef("shared").InNamespace("models")), []any{pools{shared}, valid, grantPoolsIn("models", "team")},
 			backend(shared), nil, &shared.Policy, ""},
+		{"a pool whose endpoint picker Service exists", aRule().To(poolRef("llm")), []any{pools{picked}, valid, services{"team/epp"}},
+			backend(picked), nil, &picked.Policy, ""},
+		{"a pool whose endpoint picker Service is missing", aRule().To(poolRef("llm")), []any{pools{picked}, valid, services{"models/epp"}}, nil,
+			[]RejectedBackend{{Group: PoolGroup, Kind: PoolKind, Target: nn("team", "llm"), Weight: 1, Reason: gatewayv1.RouteReasonBackendNotFound,
+				Message: "InferencePool team/llm: endpointPickerRef Service team/epp not found"}}, nil, ""},
+		{"a pool whose endpoint picker is not a Service", aRule().To(poolRef("llm")), []any{pools{pickedByAnything}, valid, services{"team/epp"}}, nil,
+			[]RejectedBackend{{Group: PoolGroup, Kind: PoolKind, Target: nn("team", "llm"), Weight: 1, Reason: gatewayv1.RouteReasonBackendNotFound,
+				Message: "InferencePool team/llm: endpointPickerRef kind example.com/Picker is not supported: only a core Service"}}, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

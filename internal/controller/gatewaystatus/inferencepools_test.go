@@ -140,3 +140,53 @@ func TestStatusWithoutInferencePoolCRD(t *testing.T) {
 	e.waitForRoute(client.ObjectKey{Namespace: ns, Name: "pool"},
 		routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonBackendNotFound})
 }
+
+// TestInferencePoolPickerRef checks that a pool whose spec.endpointPickerRef names a
+// Service that does not exist is not served: the route's reference to it does not
+// resolve (BackendNotFound) and the pool's ResolvedRefs is False (InvalidExtensionRef),
+// both while the route stays accepted; once the Service exists, both resolve.
+func TestInferencePoolPickerRef(t *testing.T) {
+	e := start(t, gatewaystatus.DefaultAddressPool)
+	ctx := context.Background()
+	ns := e.namespace(nil)
+	pool := &inferencev1.InferencePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
+		Spec: inferencev1.InferencePoolSpec{
+			Selector:          inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "llm"}},
+			TargetPorts:       []inferencev1.Port{{Number: 8000}},
+			EndpointPickerRef: &inferencev1.EndpointPickerRef{Name: "epp", Port: &inferencev1.Port{Number: 9002}},
+		},
+	}
+	policy := &v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
+		Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}}
+	poolRef := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: "llm",
+	}}}
+	e.c.Create(t, pool, policy, e.gateway(ns, "gw", "", listener("http", 80, "")),
+		route(ns, "chat", gatewayv1.ParentReference{Name: "gw"}, rule(nil, poolRef)))
+	routeKey := client.ObjectKey{Namespace: ns, Name: "chat"}
+	poolResolves := func(status metav1.ConditionStatus, reason inferencev1.InferencePoolReason) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("the pool's ResolvedRefs is %s %s", status, reason), func() error {
+			var p inferencev1.InferencePool
+			if err := e.k.Get(ctx, client.ObjectKeyFromObject(pool), &p); err != nil {
+				return err
+			}
+			ours, _ := split(p.Status.Parents)
+			if len(ours) != 1 {
+				return fmt.Errorf("our entries = %+v, want one", ours)
+			}
+			if err := hasCondition(ours[0].Conditions, inferencev1.InferencePoolConditionAccepted, metav1.ConditionTrue, inferencev1.InferencePoolReasonAccepted, p.Generation); err != nil {
+				return err
+			}
+			return hasCondition(ours[0].Conditions, inferencev1.InferencePoolConditionResolvedRefs, status, reason, p.Generation)
+		})
+	}
+
+	e.waitForRoute(routeKey, routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonBackendNotFound})
+	poolResolves(metav1.ConditionFalse, inferencev1.InferencePoolReasonInvalidExtensionRef)
+
+	e.c.Create(t, service(ns, "epp"))
+	e.waitForRoute(routeKey, routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonResolvedRefs})
+	poolResolves(metav1.ConditionTrue, inferencev1.InferencePoolReasonResolvedRefs)
+}

@@ -165,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, route := range in.Routes {
 		errs = append(errs, r.writeRoute(ctx, route, routes[client.ObjectKeyFromObject(route)]))
 	}
-	errs = append(errs, r.writePools(ctx, pools, table.Routes()))
+	errs = append(errs, r.writePools(ctx, pools, table.Routes(), in.ServiceExists))
 	return reconcile.Result{}, errors.Join(errs...)
 }
 
