@@ -29,20 +29,9 @@ func TestInferencePoolStatus(t *testing.T) {
 	e := start(t, gatewaystatus.DefaultAddressPool)
 	ctx := context.Background()
 	ns := e.namespace(nil)
-	pool := &inferencev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
-		Spec: inferencev1.InferencePoolSpec{
-			Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "llm"}},
-			TargetPorts: []inferencev1.Port{{Number: 8000}},
-		},
-	}
-	policy := &v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
-		Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}}
-	poolRef := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: "llm",
-	}}}
+	pool, policy, ref := poolObjects(ns)
 	e.c.Create(t, pool, policy, e.gateway(ns, "gw", "", listener("http", 80, "")),
-		route(ns, "chat", gatewayv1.ParentReference{Name: "gw"}, rule(nil, poolRef)))
+		route(ns, "chat", gatewayv1.ParentReference{Name: "gw"}, rule(nil, ref)))
 
 	// Another controller's entry, written before ours.
 	foreign := inferencev1.ParentStatus{
@@ -94,6 +83,28 @@ func TestInferencePoolStatus(t *testing.T) {
 	})
 }
 
+// poolObjects returns an InferencePool llm in ns, the least-request RoutingPolicy named
+// like it and a backendRef to it.
+func poolObjects(ns string) (*inferencev1.InferencePool, *v1alpha1.RoutingPolicy, gatewayv1.HTTPBackendRef) {
+	pool := &inferencev1.InferencePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
+		Spec: inferencev1.InferencePoolSpec{
+			Selector:    inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "llm"}},
+			TargetPorts: []inferencev1.Port{{Number: 8000}},
+		},
+	}
+	policy := &v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
+		Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}}
+	return pool, policy, poolRef("llm")
+}
+
+// poolRef returns a backendRef to the InferencePool name of the route's namespace.
+func poolRef(name string) gatewayv1.HTTPBackendRef {
+	return gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: gatewayv1.ObjectName(name),
+	}}}
+}
+
 // split returns Switchboard's parent entries and the others'.
 func split(parents []inferencev1.ParentStatus) (ours, others []inferencev1.ParentStatus) {
 	for _, p := range parents {
@@ -128,12 +139,9 @@ func TestStatusWithoutInferencePoolCRD(t *testing.T) {
 
 	e := startOn(t, c, gatewaystatus.DefaultAddressPool)
 	ns := e.namespace(nil)
-	poolRef := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: "llm",
-	}}}
 	parent := gatewayv1.ParentReference{Name: "gw"}
 	e.c.Create(t, e.gateway(ns, "gw", "", listener("http", 80, "")), service(ns, "engines"),
-		route(ns, "chat", parent, rule(nil, backend(ns, "engines"))), route(ns, "pool", parent, rule(nil, poolRef)))
+		route(ns, "chat", parent, rule(nil, backend(ns, "engines"))), route(ns, "pool", parent, rule(nil, poolRef("llm"))))
 
 	e.waitForRoute(client.ObjectKey{Namespace: ns, Name: "chat"},
 		routeWant{accepted: gatewayv1.RouteReasonAccepted, resolvedRefs: gatewayv1.RouteReasonResolvedRefs})
@@ -149,21 +157,10 @@ func TestInferencePoolPickerRef(t *testing.T) {
 	e := start(t, gatewaystatus.DefaultAddressPool)
 	ctx := context.Background()
 	ns := e.namespace(nil)
-	pool := &inferencev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
-		Spec: inferencev1.InferencePoolSpec{
-			Selector:          inferencev1.LabelSelector{MatchLabels: map[inferencev1.LabelKey]inferencev1.LabelValue{"app": "llm"}},
-			TargetPorts:       []inferencev1.Port{{Number: 8000}},
-			EndpointPickerRef: &inferencev1.EndpointPickerRef{Name: "epp", Port: &inferencev1.Port{Number: 9002}},
-		},
-	}
-	policy := &v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm"},
-		Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastRequest}}
-	poolRef := gatewayv1.HTTPBackendRef{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-		Group: ptr.To(gatewayv1.Group(routetable.PoolGroup)), Kind: ptr.To(gatewayv1.Kind(routetable.PoolKind)), Name: "llm",
-	}}}
+	pool, policy, ref := poolObjects(ns)
+	pool.Spec.EndpointPickerRef = &inferencev1.EndpointPickerRef{Name: "epp", Port: &inferencev1.Port{Number: 9002}}
 	e.c.Create(t, pool, policy, e.gateway(ns, "gw", "", listener("http", 80, "")),
-		route(ns, "chat", gatewayv1.ParentReference{Name: "gw"}, rule(nil, poolRef)))
+		route(ns, "chat", gatewayv1.ParentReference{Name: "gw"}, rule(nil, ref)))
 	routeKey := client.ObjectKey{Namespace: ns, Name: "chat"}
 	poolResolves := func(status metav1.ConditionStatus, reason inferencev1.InferencePoolReason) {
 		t.Helper()
