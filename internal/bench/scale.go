@@ -160,14 +160,14 @@ func runScale(ctx context.Context, cfg Config) (*ScaleResult, error) {
 	}
 	res := &ScaleResult{Endpoints: cfg.ScaleEndpoints, Models: scaleModels, Routes: cfg.ScaleRoutes,
 		SyncSeconds: time.Since(started).Seconds(), WindowSeconds: cfg.ScaleWindow.Seconds(), Scraped: scraped}
-	before, err := readMetrics(ctx, f.metricsAddr)
+	before, err := f.readMetrics(ctx, f.metricsAddr)
 	if err != nil {
 		return nil, err
 	}
 	if err := sleep(ctx, cfg.ScaleWindow); err != nil {
 		return nil, err
 	}
-	after, err := readMetrics(ctx, f.metricsAddr)
+	after, err := f.readMetrics(ctx, f.metricsAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +245,8 @@ func parallel(ctx context.Context, workers, n int, do func(context.Context, int)
 
 // readMetrics reads the gauges and counters of the metrics endpoint at addr, by name,
 // summing the series of a family.
-func readMetrics(ctx context.Context, addr string) (map[string]float64, error) {
-	families, err := metricFamilies(ctx, addr)
+func (f *fleet) readMetrics(ctx context.Context, addr string) (map[string]float64, error) {
+	families, err := f.metricFamilies(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -265,18 +265,13 @@ func readMetrics(ctx context.Context, addr string) (map[string]float64, error) {
 }
 
 // metricFamilies reads the metrics endpoint at addr, by family name.
-func metricFamilies(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+func (f *fleet) metricFamilies(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
+	text, err := f.scrape(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("read the metrics of %s: %w", addr, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("parse the metrics of %s: %w", addr, err)
 	}
@@ -510,7 +505,7 @@ func (f *fleet) removeScraped(ns string, labels map[string]string, objs ...clien
 // gatewayAges returns the metrics ages, in seconds, of the endpoints the gateway holds
 // metrics of.
 func (f *fleet) gatewayAges(ctx context.Context) ([]float64, error) {
-	families, err := metricFamilies(ctx, f.metricsAddr)
+	families, err := f.metricFamilies(ctx, f.metricsAddr)
 	if err != nil {
 		return nil, err
 	}

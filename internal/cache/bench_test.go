@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
 
@@ -138,5 +140,28 @@ func BenchmarkListEndpoints(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(writes.Load()), "writes")
 		})
+	}
+}
+
+// BenchmarkSetPool measures one InferencePool update in a namespace of 8 pods, two
+// ranks each, while 10,000 engine pods live in other namespaces: the update walks its
+// own namespace's pods only.
+func BenchmarkSetPool(b *testing.B) {
+	c := New()
+	for i := range 10_000 {
+		e := makePod("other-" + strconv.Itoa(i)).IP("10.1.0.1").Build()
+		e.Key.Namespace = "other-" + strconv.Itoa(i%10)
+		c.UpsertPod(e)
+	}
+	for i := range 8 {
+		e := makePod("member-" + strconv.Itoa(i)).IP("10.0.0.1").Build()
+		e.Labels = map[string]string{"app": "pool"}
+		c.UpsertPod(e)
+	}
+	pool := types.NamespacedName{Namespace: "ns", Name: "pool"}
+	selector, ports := map[string]string{"app": "pool"}, []int32{8000, 8001, 8002}
+	b.ResetTimer()
+	for b.Loop() {
+		c.SetPool(pool, selector, ports)
 	}
 }

@@ -292,8 +292,8 @@ func (s PodSet) Filter(keep func(*Pod) bool) PodSet {
 // FindPod returns the index of the pod with key k in pods, sorted by key as a PodSet's
 // are, and whether it is there.
 func FindPod(pods []*Pod, k endpoint.Key) (int, bool) {
-	return slices.BinarySearchFunc(pods, k, func(p *Pod, k endpoint.Key) int { return compareKeys(p.Key, k) })
+	return slices.BinarySearchFunc(pods, k, func(p *Pod, k endpoint.Key) int { return p.Key.Compare(k) })
 }
 
 // comparePods orders pods by key.
-func comparePods(a, b *Pod) int { return compareKeys(a.Key, b.Key) }
+func comparePods(a, b *Pod) int { return a.Key.Compare(b.Key) }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -453,12 +454,13 @@ func (c *Cache) DeletePool(pool types.NamespacedName) {
 }
 
 // syncNamespaceRanks brings the ranks of every pod of namespace ns in line with the
-// pools. The caller holds c.mu.
+// pools: the pods the published snapshot lists in ns, which every writer keeps equal to
+// the records, rather than a walk over every record of the cluster. The caller holds c.mu.
 func (c *Cache) syncNamespaceRanks(ns string) {
 	var pods []*podRecord
-	for k, rec := range c.pods {
-		if k.Namespace == ns && !k.IsRank() {
-			pods = append(pods, rec)
+	for _, p := range c.snap.Load().namespaces[ns] { // syncRanks publishes new slices
+		if !p.Key.IsRank() {
+			pods = append(pods, c.pods[p.Key])
 		}
 	}
 	for _, rec := range pods {
@@ -478,6 +480,9 @@ func (c *Cache) syncRanks(rec *podRecord) {
 	for _, port := range ports {
 		rank := rec.ep
 		rank.Key, rank.Port = rankKey(rec.ep.Key, port), port
+		if old, ok := c.pods[rank.Key]; ok && reflect.DeepEqual(old.ep, rank) {
+			continue // unchanged: publishing it again would copy its models' endpoint lists
+		}
 		c.upsert(rank)
 	}
 	rec.ranks = ports
@@ -648,7 +653,7 @@ func (c *Cache) publishPod(k endpoint.Key) {
 
 // insertSorted returns pods, sorted by key, with p inserted in order.
 func insertSorted(pods []*Pod, p *Pod) []*Pod {
-	i, _ := slices.BinarySearchFunc(pods, p.Key, func(q *Pod, k endpoint.Key) int { return compareKeys(q.Key, k) })
+	i, _ := slices.BinarySearchFunc(pods, p.Key, func(q *Pod, k endpoint.Key) int { return q.Key.Compare(k) })
 	return slices.Insert(pods, i, p)
 }
 
@@ -732,9 +737,6 @@ func (c *Cache) modelLoad(name string) *ModelLoad {
 	}
 	return l
 }
-
-// compareKeys orders keys as endpoint.Key.Compare does.
-func compareKeys(a, b endpoint.Key) int { return a.Compare(b) }
 
 // publish builds a whole new snapshot from the writer-owned records and stores it; used
 // when an adapter mapping changes, which can touch many pods. The caller holds c.mu.
