@@ -491,6 +491,11 @@ type outcome struct {
 func (r *Reconciler) converge(ctx context.Context, ma *v1alpha1.ModelAdapter) (reconcile.Result, error) {
 	o := r.place(ctx, ma)
 	if err := r.writeStatus(ctx, ma, o); err != nil {
+		if apierrors.IsConflict(err) {
+			// The status read was older than the stored one (a lagging informer): what
+			// it records is the controller's memory of the copies, so read it again.
+			return reconcile.Result{RequeueAfter: r.MinRetryDelay}, nil
+		}
 		return reconcile.Result{}, err
 	}
 	key := client.ObjectKeyFromObject(ma)
@@ -692,7 +697,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, ma *v1alpha1.ModelAdapter,
 	if equality.Semantic.DeepEqual(*status, ma.Status) {
 		return nil
 	}
-	patch := client.MergeFrom(ma.DeepCopy())
+	// Status records where copies are (status.artifacts), which no engine may tell again
+	// once unreachable: a write based on an outdated read must fail rather than forget.
+	patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	ma.Status = *status
 	if err := r.Client.Status().Patch(ctx, ma, patch); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("patch status: %w", err))

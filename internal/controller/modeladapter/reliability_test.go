@@ -158,6 +158,53 @@ func TestDeleteUnloadsFromEngineBackAfterOutage(t *testing.T) {
 	}
 }
 
+// staleReads is a client whose next ModelAdapter read, once armed, returns the object
+// given, as an informer that has not seen the latest write yet does.
+type staleReads struct {
+	client.Client
+	next   atomic.Pointer[v1alpha1.ModelAdapter]
+	served atomic.Bool
+}
+
+// Get returns the armed stale ModelAdapter once, then reads through.
+func (s *staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if ma, ok := obj.(*v1alpha1.ModelAdapter); ok {
+		if stale := s.next.Swap(nil); stale != nil {
+			stale.DeepCopyInto(ma)
+			s.served.Store(true)
+			return nil
+		}
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+func TestStaleReadDoesNotForgetUnreachableCopy(t *testing.T) {
+	c := startCluster(t)
+	ns := newNamespace(t, c, "ma-stale-read")
+	e1, e2 := startEngineOn(t, "127.0.0.89", "llama", nil), startEngineOn(t, "127.0.0.90", "llama", nil)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	newEnginePod(t, c, ns, "p2", e2, nil)
+	reads := new(staleReads)
+	runManagerWith(t, c, func(r *Reconciler) { reads.Client = r.Client; r.Client = reads }, e2)
+	created := adapter(ns, "sql", "llama", nil, nil)
+	c.Create(t, created)
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	e1.stop()
+	ma := waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoadFailed, "p2")
+
+	// A read as of the version before any load was confirmed: its status is empty.
+	stale := ma.DeepCopy()
+	stale.ResourceVersion = created.ResourceVersion
+	stale.Status = v1alpha1.ModelAdapterStatus{}
+	reads.next.Store(stale)
+	waitFor(t, "a pass read the stale version", reads.served.Load)
+	n := e2.lists.Load()
+	waitFor(t, "two more passes", func() bool { return e2.lists.Load() >= n+2 })
+	if got := artifacts(get(t, c, ns, "sql")); got["p1"] != ma.Spec.ArtifactURL {
+		t.Fatalf("status.artifacts = %v, want p1 (unreachable, may still hold the adapter) recorded", got)
+	}
+}
+
 // laggingView is a pod view that, once frozen, keeps answering with the pods it was given,
 // as a metadata cache behind the API server does; it counts the listings.
 type laggingView struct {
