@@ -45,7 +45,7 @@ func main() {
 	flag.BoolVar(&cfg.IncludeUsage, "include-usage", false, "Streaming requests ask for a final usage chunk (stream_options.include_usage).")
 	flag.StringVar(&strategies, "strategies", "", "Comma-separated subset of strategies (default: all).")
 	flag.StringVar(&workloads, "workloads", "", "Comma-separated subset of workloads: "+strings.Join(bench.WorkloadNames(), ", ")+" (default: all).")
-	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver.")
+	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver (its kube-controller-manager takes the next one).")
 	flag.IntVar(&cfg.EtcdPort, "etcd-port", 12379, "Client port of the private etcd (the peer port is the next one).")
 	flag.BoolVar(&cfg.SkipRouting, "skip-routing", false, "Skip the routing-quality section.")
 	flag.IntVar(&cfg.ProxyRounds, "proxy-rounds", 2, "Alternating rounds of the proxy section (direct, HAProxy, nginx, the gateway; needs wrk); 0 skips it.")

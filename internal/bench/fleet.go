@@ -52,21 +52,29 @@ type fleet struct {
 	http                   *http.Client
 }
 
+// newFleet returns the fleet of cfg, with nothing started yet.
+func newFleet(cfg Config) *fleet {
+	return &fleet{cfg: cfg, http: &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+	}, Timeout: 2 * time.Minute}}
+}
+
+// clusterEnv is the environment of hack/cluster.sh for f's private control plane.
 func (f *fleet) clusterEnv() []string {
 	return []string{
 		"CLUSTER_DIR=" + filepath.Join(f.cfg.StateDir, "cluster"),
 		"KUBECONFIG_OUT=" + f.kubeconfig,
 		"APISERVER_PORT=" + strconv.Itoa(f.cfg.APIServerPort),
 		"ETCD_PORT=" + strconv.Itoa(f.cfg.EtcdPort),
+		// The controller manager's port follows the API server's, so that two benches
+		// with their own ports share none.
+		"CONTROLLER_MANAGER_PORT=" + strconv.Itoa(f.cfg.APIServerPort+1),
 	}
 }
 
 // up starts the control plane, the engines and the gateway and creates every object. On
 // error the caller still calls down.
 func (f *fleet) up(ctx context.Context) error {
-	f.http = &http.Client{Transport: &http.Transport{
-		MaxIdleConns: 2048, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
-	}, Timeout: 2 * time.Minute}
 	for i := range f.cfg.Engines {
 		f.engines = append(f.engines, fmt.Sprintf("127.0.0.%d:8000", f.cfg.EngineIPBase+i))
 	}

@@ -69,7 +69,7 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 	// One engine that answers at once and takes the long prompt.
 	fc := cfg
 	fc.Engines, fc.TimeScale, fc.KVBlocks = 1, 0, 16384
-	f := &fleet{cfg: fc}
+	f := newFleet(fc)
 	defer f.down()
 	if err := f.up(ctx); err != nil {
 		return nil, settings, err

@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 }
 
 func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workload) (err error) {
-	f := &fleet{cfg: cfg}
+	f := newFleet(cfg)
 	defer f.down()
 	if err := f.up(ctx); err != nil {
 		return err

@@ -96,7 +96,7 @@ func runScale(ctx context.Context, cfg Config) (*ScaleResult, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, err
 	}
-	f := &fleet{cfg: cfg}
+	f := newFleet(cfg)
 	defer func() {
 		f.down()
 		_ = os.RemoveAll(cfg.StateDir)
