@@ -59,12 +59,12 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // count the reservation checks anyway.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	cells := rc.Cells
-	first, least, ties := -1, int64(0), 0
+	// least starts at the bound, so that the first admitted pod resets the ties counted
+	// of pods at the bound before it, and one comparison admits a pod and ranks it.
+	first, least, ties := -1, e.Bound(), 0
 	for i, h := range cells {
-		n := h.InFlight()
-		switch {
-		case !e.Admits(n):
-		case first < 0 || n < least:
+		switch n := h.InFlight(); {
+		case n < least:
 			first, least, ties = i, n, 1
 		case n == least:
 			ties++

@@ -69,6 +69,28 @@ func TestPickPodLeavesOutPodsAtTheLimit(t *testing.T) {
 	}
 }
 
+// TestPickPodDrawsOnlyAmongAdmittedTies checks that pods at the limit ahead of the
+// admitted ones neither get chosen nor count as ties of the least loaded.
+func TestPickPodDrawsOnlyAmongAdmittedTies(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 5)
+	for i, n := range []int{2, 2, 1, 2, 1} {
+		fleet.Reserve(i, n)
+	}
+	rc := fleet.Context(routing.Request{})
+	r := leastrequest.New(routingtest.SeededRandom(1))
+	seen := map[int]int{}
+	for range 200 {
+		i, n, ok := r.PickPod(rc, routing.Eligibility{Limit: 2})
+		if !ok || (i != 2 && i != 4) || n != 1 {
+			t.Fatalf("PickPod = %d, %d, %t; want pod 2 or 4 with 1 in flight", i, n, ok)
+		}
+		seen[i]++
+	}
+	if seen[2] < 60 || seen[4] < 60 {
+		t.Errorf("PickPod chose %v over 200 decisions, want pods 2 and 4 about evenly", seen)
+	}
+}
+
 func TestScoreIsMinusInFlight(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 3)
 	fleet.Reserve(0, 4)

@@ -1,10 +1,6 @@
 package prefixcache
 
-import (
-	"encoding/binary"
-
-	"github.com/cespare/xxhash/v2"
-)
+import "github.com/cespare/xxhash/v2"
 
 // bytesPerToken is the number of prompt bytes counted as one token until a tokenizer is
 // configured; internal/enginesim and openai.EstimateTokens use the same rule.
@@ -14,28 +10,25 @@ const bytesPerToken = 4
 // being blockSize tokens of bytesPerToken (4) bytes, and returns the extended slice. A
 // trailing partial block is not hashed, nor is anything when blockSize < 1.
 //
-// With h0 = xxhash(model), hash i is xxhash(h(i-1) as 8 little-endian bytes || block i),
-// so hash i identifies the model and the whole prefix up to the end of block i: prompts
-// sharing a prefix share the leading hashes of the blocks it covers, and prompts of
-// different models share none (barring 64-bit collisions). BlockHashes allocates only
-// when dst lacks capacity.
+// With h0 = xxhash(model), hash i is xxhash of block i seeded with hash i-1, so hash i
+// identifies the model and the whole prefix up to the end of block i: prompts sharing a
+// prefix share the leading hashes of the blocks it covers, and prompts of different
+// models share none (barring 64-bit collisions). Seeding, rather than hashing the
+// previous hash as a prefix of the block, keeps a block's bytes aligned to xxhash's
+// stripes, so that they are hashed in place. BlockHashes allocates only when dst lacks
+// capacity.
 func BlockHashes(model, prompt string, blockSize int, dst []uint64) []uint64 {
 	if blockSize < 1 || blockSize > len(prompt)/bytesPerToken {
 		return dst
 	}
 	blockBytes := blockSize * bytesPerToken
-	var (
-		d    xxhash.Digest
-		prev [8]byte
-	)
-	binary.LittleEndian.PutUint64(prev[:], xxhash.Sum64String(model))
+	var d xxhash.Digest
+	h := xxhash.Sum64String(model)
 	for start := 0; start+blockBytes <= len(prompt); start += blockBytes {
-		d.Reset()
-		_, _ = d.Write(prev[:])
+		d.ResetWithSeed(h)
 		_, _ = d.WriteString(prompt[start : start+blockBytes])
-		h := d.Sum64()
+		h = d.Sum64()
 		dst = append(dst, h)
-		binary.LittleEndian.PutUint64(prev[:], h)
 	}
 	return dst
 }

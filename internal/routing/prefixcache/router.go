@@ -93,13 +93,15 @@ func (c Config) withDefaults() Config {
 // where its first token is predicted soonest, as the package documentation describes.
 // Create it with New; it is safe for concurrent use.
 //
-// Synchronisation model: cfg and rnd are read-only after New; the index synchronises
-// itself (see Index); nextSweep is advanced by compare-and-swap, so one caller at a
-// time sweeps.
+// Synchronisation model: cfg and rnd are read-only after New; the index and pooled
+// synchronise themselves (see Index, ttft.Pooled); nextSweep is advanced by
+// compare-and-swap, so one caller at a time sweeps.
 type Router struct {
 	cfg   Config
 	rnd   routing.Random
 	index *Index
+	// pooled is the pooled speed of the candidate sets PickPod decides over.
+	pooled ttft.Pooled
 	// nextSweep is the Unix time in nanoseconds before which no sweep starts.
 	nextSweep atomic.Int64
 }
@@ -154,28 +156,38 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // asks the index only about the endpoints holding the prompt's first block (the only
 // ones that can hold any of its leading blocks) and predicts every other candidate
 // without a match, so that a decision reads one cell per candidate and no index entry.
-// It declines only when e admits no pod.
+// Without an admission bound, the candidates' pooled speed comes from a ttft.Pooled,
+// which reads it again only when it may have changed. It declines only when e admits no
+// pod.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	r.sweep(rc.Now)
 	cells := rc.Cells
 	limit := e.Bound()
 	oldest := e.Oldest(rc.Now)
 
-	// The load guard's idlest count and the pooled speed, over the admitted pods.
+	// The load guard's idlest count and the pooled speed, over the admitted pods: every
+	// pod when there is no admission bound, whose pooled speed r.pooled keeps.
 	var fleet ttft.Fleet
 	idlest := int64(math.MaxInt64)
-	for _, h := range cells {
-		n := h.InFlight()
-		if n >= limit {
-			continue
+	if limit == math.MaxInt64 {
+		for _, h := range cells {
+			idlest = min(idlest, h.InFlight())
 		}
-		idlest = min(idlest, n)
-		if h.ScrapedAt() >= oldest {
-			fleet.Add(h.Speed(), h.Slots())
+		fleet = r.pooled.Fleet(cells, rc.Now, e.StaleAfter)
+	} else {
+		for _, h := range cells {
+			n := h.InFlight()
+			if n >= limit {
+				continue
+			}
+			idlest = min(idlest, n)
+			if h.ScrapedAt() >= oldest {
+				fleet.Add(h.Speed(), h.Slots())
+			}
 		}
-	}
-	if idlest == math.MaxInt64 {
-		return 0, 0, false
+		if idlest == math.MaxInt64 {
+			return 0, 0, false
+		}
 	}
 	// Pods at the admission bound or the load guard (idlest + threshold) are left out.
 	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
@@ -183,6 +195,17 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	var matchBuf [16]match // the matches of most prompts
 	matches := r.matches(rc, r.hashes(rc), limit, matchBuf[:0])
 
+	// The pods holding leading blocks are the likeliest to win: the soonest of their
+	// predictions bounds the winner's, so that most other pods lose at one comparison,
+	// without being offered. The matches themselves are offered in candidate order, as
+	// the others, for the choice to be Pick's.
+	bound := math.Inf(1)
+	for _, m := range matches {
+		h := cells[m.candidate]
+		if n := h.InFlight(); n < cutoff {
+			bound = min(bound, cellTTFT(&estimate, h, n, float64(tokens-int64(m.blocks*r.cfg.BlockSize)), oldest))
+		}
+	}
 	var best choice
 	for i, h := range cells {
 		held := 0
@@ -193,21 +216,29 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if n >= cutoff {
 			continue
 		}
-		uncached := float64(tokens - int64(held*r.cfg.BlockSize))
-		t := estimate.Unknown(uncached)
-		if h.ScrapedAt() >= oldest {
-			b := h.Backlog()
-			var idle bool
-			if t, idle = estimate.Idle(&b, n, uncached); !idle {
-				t = estimate.Cell(h, n, uncached)
-			}
+		t := cellTTFT(&estimate, h, n, float64(tokens-int64(held*r.cfg.BlockSize)), oldest)
+		if held > 0 || best.ties.Len() == 0 || t <= min(bound, best.ttft) {
+			best.offer(i, t, n, &h.Load, r.rnd)
 		}
-		best.offer(i, t, n, &h.Load, r.rnd)
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile
 		return 0, 0, false
 	}
 	return best.chosen(r.rnd), best.inFlight, true
+}
+
+// cellTTFT predicts the time to first token on the pod of hot cell h, with n requests
+// of this process in flight, for uncached prompt tokens it is not expected to hold; the
+// pod's metrics are fresh if scraped at oldest or later.
+func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64, oldest int64) float64 {
+	if h.ScrapedAt() < oldest {
+		return estimate.Unknown(uncached)
+	}
+	b := h.Backlog()
+	if t, idle := estimate.Idle(&b, n, uncached); idle {
+		return t
+	}
+	return estimate.Cell(h, n, uncached)
 }
 
 // match is a candidate that holds leading blocks of the prompt.
