@@ -93,19 +93,20 @@ func TestManagerBinary(t *testing.T) {
 		}
 		return string(out)
 	}
-	var table string
+	var table, routes string
 	testenv.WaitUntil(t, time.Minute, "kubectl shows the policy and the adapter ready", func() bool {
 		table = kubectl("get", "rp,ma", "-n", ns)
 		return rowHas(table, "prefix-cache", "prefix-cache", "1", "1", "True") &&
 			rowHas(table, "llama-3-8b-sql-lora", "llama-3-8b", "1", "1", "Loaded")
 	})
 	t.Logf("$ kubectl get rp,ma -n %s\n%s", ns, table)
-	routes := kubectl("get", "gatewayclass,gateway,httproute", "-n", ns)
+	// The Gateway's status is written by a controller of its own, which may come later.
+	testenv.WaitUntil(t, time.Minute, "kubectl shows the GatewayClass accepted and the Gateway programmed", func() bool {
+		routes = kubectl("get", "gatewayclass,gateway,httproute", "-n", ns)
+		return rowHas(routes, "gatewayclass.gateway.networking.k8s.io/switchboard", "switchboard.dev/gateway-controller", "True") &&
+			rowHas(routes, "gateway.gateway.networking.k8s.io/gw", "switchboard", "True")
+	})
 	t.Logf("$ kubectl get gatewayclass,gateway,httproute -n %s\n%s", ns, routes)
-	if !rowHas(routes, "gatewayclass.gateway.networking.k8s.io/switchboard", "switchboard.dev/gateway-controller", "True") ||
-		!rowHas(routes, "gateway.gateway.networking.k8s.io/gw", "switchboard", "True") {
-		t.Errorf("GatewayClass and Gateway are not accepted and programmed:\n%s", routes)
-	}
 
 	if err := manager.Stop(t, 30*time.Second); err != nil {
 		t.Errorf("manager exited with %v after SIGTERM, want success", err)

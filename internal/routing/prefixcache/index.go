@@ -142,6 +142,9 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 	n := 0
 	ix.read(k, epoch, func(set *blockLRU) {
+		for i := set.head; n < len(hashes) && i != nilNode && set.nodes[i].hash == hashes[n]; i = set.nodes[i].next {
+			n++ // the set's most recent prompt, in order
+		}
 		for n < len(hashes) {
 			if _, held := set.slots[hashes[n]]; !held {
 				return
@@ -156,7 +159,11 @@ func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 // in epoch, stopping at the first it does not hold.
 func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
 	ix.read(k, epoch, func(set *blockLRU) {
-		for _, h := range hashes {
+		n := 0
+		for i := set.head; n < len(hashes) && i != nilNode && set.nodes[i].hash == hashes[n]; i = set.nodes[i].next {
+			dst, n = append(dst, set.nodes[i].tick()), n+1 // the set's most recent prompt, in order
+		}
+		for _, h := range hashes[n:] {
 			i, held := set.slots[h]
 			if !held {
 				return
@@ -306,10 +313,33 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
 		l.clear(epoch)
 	}
 	l.shrink(bound)
-	for i := len(hashes) - 1; i >= 0; i-- {
-		l.touch(hashes[i], bound, i == 0)
+	if !l.retouch(hashes) {
+		for i := len(hashes) - 1; i >= 0; i-- {
+			l.touch(hashes[i], bound, i == 0)
+		}
 	}
 	l.account()
+}
+
+// retouch is the touch of every hash, the first one last, when hashes are the set's most
+// recent ones in order and the first is held as a first block, as after an Add of the
+// same prompt: the order stays, and only the ticks move on, as touch would move them.
+// It reports false, changing nothing, otherwise. The caller holds l.mu for writing.
+func (l *blockLRU) retouch(hashes []uint64) bool {
+	n, i := 0, l.head
+	for ; n < len(hashes) && i != nilNode && l.nodes[i].hash == hashes[n]; i = l.nodes[i].next {
+		n++
+	}
+	if n < len(hashes) || !l.nodes[l.head].first() {
+		return false
+	}
+	tick := l.tick + uint64(len(hashes)) // the first hash's, the last touched
+	for i := l.head; n > 0; i, n = l.nodes[i].next, n-1 {
+		l.nodes[i].stamp = tick<<1 | l.nodes[i].stamp&1
+		tick--
+	}
+	l.tick += uint64(len(hashes))
+	return true
 }
 
 // account tells the budget how many nodes the set holds since it last told it; a dropped

@@ -2,6 +2,7 @@ package prefixcache_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -261,4 +262,93 @@ func TestIndexHoldersFollowTheSets(t *testing.T) {
 	check("a forgotten", 30)
 	ix.Add(a, []uint64{30}, prefixcache.Engine{})
 	check("a learns again after Forget", 30, a.Name)
+}
+
+// lruModel is the plain reference of one endpoint's set of an Index: each hash's tick of
+// its last touch, the least recent evicted first.
+type lruModel struct {
+	bound int
+	tick  uint64
+	ticks map[uint64]uint64
+}
+
+func (m *lruModel) add(hashes []uint64) {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		m.tick++
+		if _, ok := m.ticks[hashes[i]]; !ok && len(m.ticks) >= m.bound {
+			oldest := uint64(0)
+			for h, t := range m.ticks {
+				if oldest == 0 || t < m.ticks[oldest] {
+					oldest = h
+				}
+			}
+			delete(m.ticks, oldest)
+		}
+		m.ticks[hashes[i]] = m.tick
+	}
+}
+
+func (m *lruModel) leading(hashes []uint64) []uint64 {
+	var ticks []uint64
+	for _, h := range hashes {
+		t, ok := m.ticks[h]
+		if !ok {
+			break
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
+func (m *lruModel) trim(tick uint64) {
+	for h, t := range m.ticks {
+		if t <= tick {
+			delete(m.ticks, h)
+		}
+	}
+}
+
+// TestIndexAgreesWithAModel checks Add, Match, Ticks and Trim against the reference
+// over random sequences of prompts sharing prefixes, the same prompt often twice in a
+// row (which Add retouches in place) or after another.
+func TestIndexAgreesWithAModel(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 8))
+	prompts := [][]uint64{chain(1, 6), chain(1, 9), chain(1, 3), chain(50, 5), chain(2, 4), chain(50, 12)}
+	k := routingtest.Key(0)
+	for iter := range 200 {
+		bound := 4 + rnd.IntN(20)
+		ix := prefixcache.NewIndex(bound, nil)
+		model := &lruModel{bound: bound, ticks: map[uint64]uint64{}}
+		var last []uint64
+		for step := range 40 {
+			p := prompts[rnd.IntN(len(prompts))]
+			if last != nil && rnd.IntN(2) == 0 {
+				p = last
+			}
+			switch rnd.IntN(8) {
+			case 0:
+				if ticks := model.leading(p); len(ticks) > 0 {
+					at := ticks[rnd.IntN(len(ticks))]
+					ix.Trim(k, 0, at)
+					model.trim(at)
+				}
+			default:
+				ix.Add(k, p, prefixcache.Engine{})
+				model.add(p)
+				last = p
+			}
+			for _, q := range prompts {
+				want := model.leading(q)
+				if got := ix.Ticks(k, q, 0, nil); !slices.Equal(got, want) {
+					t.Fatalf("iteration %d, step %d: Ticks(%v) = %v, want %v", iter, step, q, got, want)
+				}
+				if got := ix.Match(k, q, 0); got != len(want) {
+					t.Fatalf("iteration %d, step %d: Match(%v) = %d, want %d", iter, step, q, got, len(want))
+				}
+			}
+			if got := ix.Blocks(k); got != len(model.ticks) {
+				t.Fatalf("iteration %d, step %d: Blocks = %d, want %d", iter, step, got, len(model.ticks))
+			}
+		}
+	}
 }
