@@ -42,12 +42,17 @@ func specFor(strategy v1alpha1.Strategy) *v1alpha1.RoutingPolicySpec {
 
 // newRegistry returns a registry over fleet with seeded randomness.
 func newRegistry(fleet *routingtest.Fleet) *strategies.Registry {
+	return newRegistryDrawing(fleet, routingtest.SeededRandom(1))
+}
+
+// newRegistryDrawing is newRegistry with rnd as the routers' source of randomness.
+func newRegistryDrawing(fleet *routingtest.Fleet, rnd routing.Random) *strategies.Registry {
 	return strategies.NewRegistry(strategies.Deps{
 		Reserver:   cache.Tracker{},
 		Admission:  routing.NewAdmission(cache.Tracker{}),
 		Pods:       fleet.Cache.Reader,
 		StaleAfter: routingtest.StaleAfter,
-		Random:     routingtest.SeededRandom(1),
+		Random:     rnd,
 	})
 }
 
