@@ -196,22 +196,13 @@ func (h *Hot) Speed() endpoint.Speed {
 func (h *Hot) Epoch() uint64 { return h.summary[wordEpoch].Load() &^ learntBit }
 
 // write stores the summary words, the scrape time (word 0) last, so that a reader that
-// loads a snapshot's time first sees the rest of that snapshot or a later one, and then
-// counts the write (SummaryWrites). The caller holds the mu of the pod's podState.
+// loads a snapshot's time first sees the rest of that snapshot or a later one. The
+// caller holds the mu of the pod's podState.
 func (h *Hot) write(w *[summaryWords]uint64) {
 	for i := len(w) - 1; i >= 0; i-- {
 		h.summary[i].Store(w[i])
 	}
-	summaryWrites.Add(1)
 }
-
-// summaryWrites counts the summary writes of every cell of the process.
-var summaryWrites atomic.Uint64
-
-// SummaryWrites returns the number of metrics summaries written to any cell of the
-// process so far: what a reader computed from the summaries of many cells is still true
-// while it is unchanged, as no cell's summary was written meanwhile.
-func SummaryWrites() uint64 { return summaryWrites.Load() }
 
 // geometryWord returns n as one half of the geometry word, 0 when it does not fit.
 func geometryWord(n int64) uint32 {

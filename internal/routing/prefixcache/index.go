@@ -142,9 +142,7 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 	n := 0
 	ix.read(k, epoch, func(set *blockLRU) {
-		for i := set.head; n < len(hashes) && i != nilNode && set.nodes[i].hash == hashes[n]; i = set.nodes[i].next {
-			n++ // the set's most recent prompt, in order
-		}
+		n = set.headRun(hashes)
 		for n < len(hashes) {
 			if _, held := set.slots[hashes[n]]; !held {
 				return
@@ -159,9 +157,9 @@ func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 // in epoch, stopping at the first it does not hold.
 func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
 	ix.read(k, epoch, func(set *blockLRU) {
-		n := 0
-		for i := set.head; n < len(hashes) && i != nilNode && set.nodes[i].hash == hashes[n]; i = set.nodes[i].next {
-			dst, n = append(dst, set.nodes[i].tick()), n+1 // the set's most recent prompt, in order
+		n := set.headRun(hashes)
+		for i, j := set.head, 0; j < n; i, j = set.nodes[i].next, j+1 {
+			dst = append(dst, set.nodes[i].tick())
 		}
 		for _, h := range hashes[n:] {
 			i, held := set.slots[h]
@@ -326,10 +324,7 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
 // same prompt: the order stays, and only the ticks move on, as touch would move them.
 // It reports false, changing nothing, otherwise. The caller holds l.mu for writing.
 func (l *blockLRU) retouch(hashes []uint64) bool {
-	n, i := 0, l.head
-	for ; n < len(hashes) && i != nilNode && l.nodes[i].hash == hashes[n]; i = l.nodes[i].next {
-		n++
-	}
+	n := l.headRun(hashes)
 	if n < len(hashes) || !l.nodes[l.head].first() {
 		return false
 	}
@@ -340,6 +335,17 @@ func (l *blockLRU) retouch(hashes []uint64) bool {
 	}
 	l.tick += uint64(len(hashes))
 	return true
+}
+
+// headRun returns how many leading hashes are the set's most recent ones, in order, as
+// after an Add of a prompt sharing them: those the set holds, found along its recency
+// list rather than by a lookup each. The caller holds l.mu.
+func (l *blockLRU) headRun(hashes []uint64) int {
+	n := 0
+	for i := l.head; n < len(hashes) && i != nilNode && l.nodes[i].hash == hashes[n]; i = l.nodes[i].next {
+		n++
+	}
+	return n
 }
 
 // account tells the budget how many nodes the set holds since it last told it; a dropped

@@ -181,9 +181,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 				continue
 			}
 			idlest = min(idlest, n)
-			if h.ScrapedAt() >= oldest {
-				fleet.Add(h.Speed(), h.Slots())
-			}
+			fleet.AddCell(h, oldest)
 		}
 		if idlest == math.MaxInt64 {
 			return 0, 0, false
@@ -195,30 +193,32 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	var matchBuf [16]match // the matches of most prompts
 	matches := r.matches(rc, r.hashes(rc), limit, matchBuf[:0])
 
-	// The pods holding leading blocks are the likeliest to win: the soonest of their
-	// predictions bounds the winner's, so that most other pods lose at one comparison,
-	// without being offered. The matches themselves are offered in candidate order, as
-	// the others, for the choice to be Pick's.
+	// The pods holding leading blocks are the likeliest to win: they are predicted first,
+	// and the soonest of their predictions bounds the winner's, so that most other pods
+	// lose at one comparison, without being offered. Every pod is offered in candidate
+	// order, for the choice to be Pick's.
 	bound := math.Inf(1)
-	for _, m := range matches {
+	for j := range matches {
+		m := &matches[j]
 		h := cells[m.candidate]
-		if n := h.InFlight(); n < cutoff {
-			bound = min(bound, cellTTFT(&estimate, h, n, float64(tokens-int64(m.blocks*r.cfg.BlockSize)), oldest))
+		if m.inFlight = h.InFlight(); m.inFlight < cutoff {
+			m.ttft = cellTTFT(&estimate, h, m.inFlight, float64(tokens-int64(m.blocks*r.cfg.BlockSize)), oldest)
+			bound = min(bound, m.ttft)
 		}
 	}
 	var best choice
 	for i, h := range cells {
-		held := 0
 		if len(matches) > 0 && matches[0].candidate == i {
-			held, matches = matches[0].blocks, matches[1:]
-		}
-		n := h.InFlight()
-		if n >= cutoff {
+			if m := matches[0]; m.inFlight < cutoff {
+				best.offer(i, m.ttft, m.inFlight, &h.Load, r.rnd)
+			}
+			matches = matches[1:]
 			continue
 		}
-		t := cellTTFT(&estimate, h, n, float64(tokens-int64(held*r.cfg.BlockSize)), oldest)
-		if held > 0 || best.ties.Len() == 0 || t <= min(bound, best.ttft) {
-			best.offer(i, t, n, &h.Load, r.rnd)
+		if n := h.InFlight(); n < cutoff {
+			if t := cellTTFT(&estimate, h, n, float64(tokens), oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
+				best.offer(i, t, n, &h.Load, r.rnd)
+			}
 		}
 	}
 	if best.ties.Len() == 0 { // every admitted pod's count grew past the guard meanwhile
@@ -241,9 +241,12 @@ func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64,
 	return estimate.Cell(h, n, uncached)
 }
 
-// match is a candidate that holds leading blocks of the prompt.
+// match is a candidate that holds leading blocks of the prompt and, once PickPod
+// predicted it, its requests in flight and predicted time to first token.
 type match struct {
 	candidate, blocks int
+	inFlight          int64
+	ttft              float64
 }
 
 // matches appends to dst the candidates of rc below limit that hold at least

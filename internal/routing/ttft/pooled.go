@@ -7,20 +7,19 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/cache"
 )
 
-// PooledTTL is how long Pooled reuses the pooled speed of a candidate set while its
-// cells' metrics change: a tenth of the default scrape interval, well within the noise
-// of the speeds learnt from scrapes.
+// PooledTTL is how long Pooled reuses the pooled speed of a candidate set: a tenth of
+// the default scrape interval, well within the noise of the speeds learnt from scrapes.
 const PooledTTL = 10 * time.Millisecond
 
 // pooledSlots is the number of candidate sets a Pooled remembers at once.
 const pooledSlots = 8
 
 // Pooled remembers, for the few candidate sets an algorithm decides over, the Fleet of
-// their cells with fresh metrics, so that a decision over thousands of candidates reads
-// the speed of each only when the pool may have changed: when some cell's metrics were
-// written (cache.SummaryWrites) and the pool is older than PooledTTL, or a cell counted
-// fresh turned stale. It counts cells of every in-flight count, for decisions without
-// an admission bound. The zero value is ready to use and safe for concurrent use.
+// their cells with fresh metrics for PooledTTL, so that a decision over thousands of
+// candidates does not read the speed of each: a scrape, or a cell turning stale, counts
+// in the pool within PooledTTL. It counts cells of every in-flight count, for decisions
+// without an admission bound. The zero value is ready to use and safe for concurrent
+// use.
 type Pooled struct {
 	slots [pooledSlots]atomic.Pointer[pool]
 	next  atomic.Uint32 // the slot a new candidate set takes, round the slots
@@ -31,9 +30,7 @@ type pool struct {
 	first      **cache.Hot // the slot of the set's first cell, as the set's identity
 	n          int
 	staleAfter time.Duration
-	writes     uint64 // cache.SummaryWrites when the pool was summed
-	at         int64  // when it was summed, in Unix nanoseconds
-	staleAt    int64  // when the first cell counted fresh turns stale
+	at         int64 // when it was summed, in Unix nanoseconds
 	fleet      Fleet
 }
 
@@ -43,42 +40,25 @@ func (p *Pooled) Fleet(cells []*cache.Hot, now time.Time, staleAfter time.Durati
 	if len(cells) == 0 {
 		return Fleet{}
 	}
-	id, t, writes := &cells[0], now.UnixNano(), cache.SummaryWrites()
+	t := now.UnixNano()
+	var slot *atomic.Pointer[pool]
 	for i := range p.slots {
-		if e := p.slots[i].Load(); e != nil && e.matches(id, len(cells), staleAfter) {
-			if e.current(t, writes) {
+		if e := p.slots[i].Load(); e != nil && e.first == &cells[0] && e.n == len(cells) && e.staleAfter == staleAfter {
+			if t >= e.at && t < e.at+int64(PooledTTL) {
 				return e.fleet
 			}
-			e = sum(id, cells, t, staleAfter, writes)
-			p.slots[i].Store(e)
-			return e.fleet
+			slot = &p.slots[i]
+			break
 		}
 	}
-	e := sum(id, cells, t, staleAfter, writes)
-	p.slots[p.next.Add(1)%pooledSlots].Store(e)
-	return e.fleet
-}
-
-// matches reports whether e is the pool of the candidate set whose first cell's slot is
-// id, of n cells, under staleAfter.
-func (e *pool) matches(id **cache.Hot, n int, staleAfter time.Duration) bool {
-	return e.first == id && e.n == n && e.staleAfter == staleAfter
-}
-
-// current reports whether e still holds at t, writes being cache.SummaryWrites.
-func (e *pool) current(t int64, writes uint64) bool {
-	return t >= e.at && t < e.staleAt && (writes == e.writes || t < e.at+int64(PooledTTL))
-}
-
-// sum returns the pool of cells at t: the Fleet of those scraped within staleAfter.
-func sum(id **cache.Hot, cells []*cache.Hot, t int64, staleAfter time.Duration, writes uint64) *pool {
-	e := &pool{first: id, n: len(cells), staleAfter: staleAfter, writes: writes, at: t, staleAt: 1<<63 - 1}
+	if slot == nil { // a set new to p
+		slot = &p.slots[p.next.Add(1)%pooledSlots]
+	}
+	e := &pool{first: &cells[0], n: len(cells), staleAfter: staleAfter, at: t}
 	oldest := t - int64(staleAfter)
 	for _, h := range cells {
-		if at := h.ScrapedAt(); at >= oldest {
-			e.fleet.Add(h.Speed(), h.Slots())
-			e.staleAt = min(e.staleAt, at+int64(staleAfter)+1)
-		}
+		e.fleet.AddCell(h, oldest)
 	}
-	return e
+	slot.Store(e)
+	return e.fleet
 }

@@ -21,8 +21,8 @@ func pooledPrefill(p *ttft.Pooled, cells []*cache.Hot, now time.Time) float64 {
 }
 
 // TestPooledFollowsTheCells checks that a Pooled reuses a candidate set's pooled speed
-// only while it may not have changed: it follows a metrics write once PooledTTL has
-// passed, and leaves out a cell whose metrics turned stale without any write.
+// for PooledTTL and no longer: it follows a metrics write once PooledTTL has passed,
+// and then leaves out a cell whose metrics turned stale.
 func TestPooledFollowsTheCells(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 2)
 	scraped := time.Now()

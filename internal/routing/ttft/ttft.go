@@ -118,6 +118,14 @@ func (f *Fleet) Add(s endpoint.Speed, slots float64) {
 	}
 }
 
+// AddCell counts the speed and slot count of the pod of hot cell h if its metrics were
+// scraped at oldest (Unix nanoseconds) or later.
+func (f *Fleet) AddCell(h *cache.Hot, oldest int64) {
+	if h.ScrapedAt() >= oldest {
+		f.Add(h.Speed(), h.Slots())
+	}
+}
+
 // Estimator returns the Estimator for the candidates added, for a decision at now.
 func (f *Fleet) Estimator(now time.Time) Estimator {
 	var slots float64
