@@ -30,6 +30,10 @@ const (
 	DefaultModelsRefreshInterval = time.Second
 )
 
+// phaseSlots is the number of phases within an interval that scrapes are due at (see
+// ScrapeOptions.Interval).
+const phaseSlots = 20
+
 // unauthorizedBackoff is how many ModelsRefreshIntervals the Scraper waits before asking
 // again an engine that refused to be listed.
 const unauthorizedBackoff = 30
@@ -42,9 +46,11 @@ const maxFailureBackoff = 32
 // negative takes its default.
 type ScrapeOptions struct {
 	// Interval is the time between two scrapes of one endpoint's /metrics. Each endpoint
-	// is scraped at a phase of its own, drawn at random within the interval when it
-	// becomes routable, so that the scrapes of a fleet are spread over the interval.
-	// Defaults to DefaultScrapeInterval.
+	// is scraped at one of 20 phases spread evenly over the interval, drawn at
+	// random when it becomes routable: the scrapes of a fleet come in that many batches
+	// an interval, which costs less CPU per scrape than scrapes one at a time, since a
+	// batch's workers find one another's answers ready instead of each sleeping for its
+	// own. Defaults to DefaultScrapeInterval.
 	Interval time.Duration
 	// ModelsRefreshInterval is the time between two model listings (GET /v1/models) of
 	// one engine, from the start of one to the start of the next; the listings are what
@@ -272,12 +278,14 @@ type schedule struct {
 	running sync.WaitGroup
 	// reconciles counts the reconciliations with the cache.
 	reconciles uint64
+	// epoch is when Start began; phases are offsets from it, modulo the interval.
+	epoch time.Time
 	// synced are the versions of the cache and of the options' Wanted that the targets
 	// were last reconciled with; set once reconciles > 0.
 	synced struct{ cache, wanted uint64 }
 }
 
-// Start scrapes every routable engine pod once per Interval, at a phase of its own, and
+// Start scrapes every routable engine pod once per Interval, at the phase drawn for it, and
 // lists its models with its first scrape and then once per ModelsRefreshInterval, until
 // ctx is done. A pod that becomes routable is scraped within two intervals. A scrape
 // that is due while MaxConcurrent flights are in progress waits for a slot, the most
@@ -295,6 +303,7 @@ func (s *Scraper) Start(ctx context.Context) error {
 		targets: make(map[endpoint.Key]*scrapeTarget),
 		work:    make(chan flight, s.opts.MaxConcurrent),
 		done:    make(chan flightResult, s.opts.MaxConcurrent),
+		epoch:   time.Now(),
 	}
 	defer func() {
 		close(sched.work)
@@ -333,8 +342,8 @@ func (s *Scraper) Start(ctx context.Context) error {
 
 // reconcile brings the targets in line with the cache, unless neither the cache nor what
 // the options want changed since it last did: every routable engine pod that the
-// options want, in a new session, gets a target, due at a random phase within the next interval and listed
-// with its first scrape; the targets of pods that went away or whose session ended are
+// options want, in a new session, gets a target, due at a phase drawn at random within
+// the next interval and listed with its first scrape; the targets of pods that went away or whose session ended are
 // dropped; the others follow the pod's latest version.
 func (s *Scraper) reconcile(sched *schedule, now time.Time) {
 	version := s.cache.Version() // before the pods: a change after it reconciles again
@@ -360,7 +369,8 @@ func (s *Scraper) reconcile(sched *schedule, now time.Time) {
 		if ok {
 			t.drop()
 		}
-		t = &scrapeTarget{pod: p, due: now.Add(rand.N(s.opts.Interval)), conn: newEngineConn(metricsTarget(p)), seen: sched.reconciles}
+		due := firstDue(sched.epoch, now, s.opts.Interval, rand.IntN(phaseSlots))
+		t = &scrapeTarget{pod: p, due: due, conn: newEngineConn(metricsTarget(p)), seen: sched.reconciles}
 		sched.targets[p.Key] = t
 		heap.Push(&sched.queue, t)
 	}
@@ -431,6 +441,17 @@ func (s *Scraper) finishFlight(sched *schedule, r flightResult, now time.Time) {
 	}
 	t.due = nextDue(t.due, now.Add(t.backoff), s.opts.Interval)
 	heap.Push(&sched.queue, t)
+}
+
+// firstDue returns the earliest time not before now at the phase given (0 to
+// phaseSlots-1): a whole number of intervals plus phase phaseSlots-ths of one after epoch.
+func firstDue(epoch, now time.Time, interval time.Duration, phase int) time.Time {
+	offset := time.Duration(phase) * (interval / phaseSlots)
+	due := epoch.Add(now.Sub(epoch)/interval*interval + offset)
+	if due.Before(now) {
+		due = due.Add(interval)
+	}
+	return due
 }
 
 // nextDue returns the earliest time later than after (which is not before due) that is a

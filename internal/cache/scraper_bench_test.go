@@ -130,6 +130,71 @@ func benchmarkScraper(b *testing.B, n int, body string) {
 	b.ReportMetric(float64(mem.Mallocs-mallocs)/scrapes, "allocs/scrape")
 }
 
+// BenchmarkExchange is the floor under BenchmarkScraper's CPU per scrape: bare
+// keep-alive exchanges with the same fleet (write the scrape's request, read the answer
+// to its end, parse and store nothing), each engine once an interval, in phaseSlots
+// batches an interval as the Scraper sends them, each exchange in a goroutine of its
+// own. One op is one interval.
+func BenchmarkExchange(b *testing.B) {
+	const n = 1000
+	for _, body := range benchBodies {
+		b.Run(fmt.Sprintf("body=%s/engines=%d", body, n), func(b *testing.B) {
+			benchmarkExchange(b, startBenchFleet(b, n, body))
+		})
+	}
+}
+
+func benchmarkExchange(b *testing.B, fleet *benchFleet) {
+	type engine struct {
+		conn    net.Conn
+		answers *bufio.Reader
+		request []byte
+	}
+	engines := make([]engine, len(fleet.addrs))
+	for i, addr := range fleet.addrs {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = conn.Close() })
+		engines[i] = engine{conn, bufio.NewReaderSize(conn, answerBufferSize), newEngineConn(addr).metricsRequest}
+	}
+	var failed atomic.Int64
+	exchange := func(e *engine) {
+		if _, err := e.conn.Write(e.request); err != nil {
+			failed.Add(1)
+			return
+		}
+		resp, err := http.ReadResponse(e.answers, nil)
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+			failed.Add(1)
+		}
+	}
+	batch := len(engines) / phaseSlots
+	gap := DefaultScrapeInterval / phaseSlots
+	exchanges, cpu, next := 0, cpuTime(b), time.Now()
+	for b.Loop() {
+		for first := 0; first < len(engines); first += batch {
+			var wg sync.WaitGroup
+			for i := first; i < min(first+batch, len(engines)); i++ {
+				wg.Go(func() { exchange(&engines[i]) })
+			}
+			wg.Wait()
+			next = next.Add(gap)
+			time.Sleep(time.Until(next))
+		}
+		exchanges += len(engines)
+	}
+	if failed.Load() > 0 {
+		b.Fatalf("%d of %d exchanges failed", failed.Load(), exchanges)
+	}
+	b.ReportMetric((cpuTime(b)-cpu).Seconds()*1e6/float64(exchanges), "cpu-us/exchange")
+}
+
 // cpuTime returns the user and system CPU time this process has used.
 func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage

@@ -363,6 +363,34 @@ func TestNextDue(t *testing.T) {
 	}
 }
 
+func TestFirstDue(t *testing.T) {
+	epoch := time.Unix(1000, 0)
+	const interval = 100 * time.Millisecond
+	const slot = interval / phaseSlots
+	tests := []struct {
+		name  string
+		now   time.Duration // after epoch
+		phase int
+		want  time.Duration // after epoch
+	}{
+		{"at the epoch, phase 0", 0, 0, 0},
+		{"at the epoch, last phase", 0, phaseSlots - 1, interval - slot},
+		{"phase still ahead in this interval", 3 * slot / 2, 2, 2 * slot},
+		{"phase passed in this interval", 3 * slot / 2, 1, interval + slot},
+		{"at the phase itself", 7*interval + 3*slot, 3, 7*interval + 3*slot},
+		{"just after the phase", 7*interval + 3*slot + 1, 3, 8*interval + 3*slot},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := firstDue(epoch, epoch.Add(tt.now), interval, tt.phase)
+			if !got.Equal(epoch.Add(tt.want)) {
+				t.Errorf("firstDue(epoch, epoch+%v, %v, %d) = epoch+%v, want epoch+%v",
+					tt.now, interval, tt.phase, got.Sub(epoch), tt.want)
+			}
+		})
+	}
+}
+
 // countingDialer dials TCP and counts the connections it has open, from dialing to
 // closing.
 type countingDialer struct {
