@@ -18,6 +18,6 @@ func BenchmarkScore(b *testing.B) {
 				TTFT: endpoint.Histogram{Count: 10, Sum: 1}, TPOT: endpoint.Histogram{Count: 100, Sum: 2},
 				E2E: endpoint.Histogram{Count: 10, Sum: 30}})
 		}
-		return leastlatency.New()
+		return leastlatency.New(routingtest.SeededRandom(1))
 	})
 }

@@ -16,13 +16,18 @@
 // metrics whose speed is not learnt yet (a new, idle one) is estimated with the mean
 // speed of the learnt candidates, so that it gets traffic.
 //
+// The request goes to the least latency; among equal latencies (engines with room for
+// it, alike), to the candidate with the fewest requests in flight, so that a burst
+// spreads as least-request spreads it; among those, to one drawn at random. As a
+// weighted policy's scorer, each candidate scores minus its latency.
+//
 // Candidates whose metrics are missing or stale are unknown and skipped: they are never
 // picked and score below every known candidate. When every candidate is unknown, or no
 // candidate's speed is learnt, the strategy returns routing.ErrUndecided and the
 // policy's fallback decides.
 //
-// The package owns only the estimate, scored by a routing.Scorer: it does not pick the
-// highest score (routing.Highest does, ties broken at random, as the strategies registry
-// wraps the Router), scrape metrics (the cache does) or reserve the chosen endpoint (the
-// routing core does).
+// A decision reads each candidate's hot cell once (Router.PickPod) and the candidates'
+// pooled speed from a ttft.Pooled. The package owns only the estimate and the choice: it
+// does not scrape metrics (the cache does) or reserve the chosen endpoint (the routing
+// core does).
 package leastlatency

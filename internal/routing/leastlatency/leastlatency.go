@@ -1,6 +1,8 @@
 package leastlatency
 
 import (
+	"math"
+
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/ttft"
 )
@@ -10,14 +12,30 @@ import (
 const DefaultMaxTokens = 128
 
 // Router prefers candidates with a lower expected latency for the request, estimated as
-// the package documentation states. It is stateless and safe for concurrent use.
-type Router struct{}
+// the package documentation states. It keeps the pooled speed of its candidate sets
+// (ttft.Pooled) and is safe for concurrent use when its source of randomness is.
+type Router struct {
+	rnd    routing.Random
+	pooled ttft.Pooled
+}
 
-var _ routing.Scorer = (*Router)(nil)
+var (
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+)
 
-// New returns a Router.
-func New() *Router {
-	return &Router{}
+// New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
+func New(rnd routing.Random) *Router {
+	return &Router{rnd: rnd}
+}
+
+// lengths returns the prompt and completion tokens of rc's request, the latter
+// DefaultMaxTokens when the request does not say.
+func lengths(rc *routing.RoutingContext) (prompt, output float64) {
+	if rc.MaxTokens <= 0 {
+		return float64(rc.PromptTokens), DefaultMaxTokens
+	}
+	return float64(rc.PromptTokens), float64(rc.MaxTokens)
 }
 
 // Score sets the score of each known candidate to minus its expected latency in seconds
@@ -29,15 +47,94 @@ func (*Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scor
 	if !est.Learnt() {
 		return routing.ErrUndecided
 	}
-	promptTokens, maxTokens := float64(rc.PromptTokens), float64(rc.MaxTokens)
-	if rc.MaxTokens <= 0 {
-		maxTokens = DefaultMaxTokens
-	}
+	prompt, output := lengths(rc)
 	for i := range cands {
 		if cands[i].Metrics != nil {
-			scores[i] = -est.Latency(&cands[i], promptTokens, maxTokens)
+			scores[i] = -est.Latency(&cands[i], prompt, output)
 		}
 	}
 	routing.RankUnknownLast(cands, scores)
 	return nil
+}
+
+// Pick returns the index of the candidate with fresh metrics and the least expected
+// latency; among equal latencies, one with the fewest requests in flight (on engines
+// with room, the latency does not depend on them, and a burst spreads as least-request
+// spreads it); among those, one chosen uniformly at random. It returns
+// routing.ErrUndecided when no candidate with fresh metrics has a learnt speed.
+func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
+	est := ttft.New(cands, rc.Now)
+	if !est.Learnt() {
+		return 0, routing.ErrUndecided
+	}
+	prompt, output := lengths(rc)
+	var best soonest
+	for i := range cands {
+		if c := &cands[i]; c.Metrics != nil {
+			best.offer(i, est.Latency(c, prompt, output), c.InFlight, r.rnd)
+		}
+	}
+	return best.ties.Draw(r.rnd), nil // a candidate's speed is learnt: it has metrics
+}
+
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits.
+// Without an admission bound, the candidates' pooled speed comes from r's ttft.Pooled.
+// It declines when no admitted pod with fresh metrics has a learnt speed, for Pick to
+// return routing.ErrUndecided and the fallback to decide.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	cells, limit, oldest := rc.Cells, e.Bound(), e.Oldest(rc.Now)
+	var fleet ttft.Fleet
+	if limit == math.MaxInt64 {
+		fleet = r.pooled.Fleet(cells, rc.Now, e.StaleAfter)
+	} else {
+		for _, h := range cells {
+			if h.InFlight() < limit {
+				fleet.AddCell(h, oldest)
+			}
+		}
+	}
+	est := fleet.Estimator(rc.Now)
+	if !est.Learnt() {
+		return 0, 0, false
+	}
+	prompt, output := lengths(rc)
+	var best soonest
+	for i, h := range cells {
+		n := h.InFlight()
+		if n >= limit || h.ScrapedAt() < oldest {
+			continue
+		}
+		b := h.Backlog()
+		t, idle := est.Idle(&b, n, prompt)
+		if idle {
+			t += est.Decode(h.Speed(), output)
+		} else {
+			t = est.Cell(h, n, prompt, output)
+		}
+		best.offer(i, t, n, r.rnd)
+	}
+	if best.ties.Len() == 0 { // the pool was learnt, but no admitted pod is fresh now
+		return 0, 0, false
+	}
+	return best.ties.Draw(r.rnd), best.inFlight, true // every tie has best's count
+}
+
+// soonest finds the candidate with the least expected latency, then the fewest
+// requests in flight, breaking remaining ties uniformly at random. The zero value has
+// seen no candidate.
+type soonest struct {
+	latency  float64
+	inFlight int64
+	ties     routing.Ties
+}
+
+// offer considers candidate i, whose expected latency and requests in flight are next.
+func (best *soonest) offer(i int, latency float64, inFlight int64, rnd routing.Random) {
+	switch {
+	case best.ties.Len() == 0 || latency < best.latency || latency == best.latency && inFlight < best.inFlight:
+		best.latency, best.inFlight = latency, inFlight
+		best.ties.Reset(i)
+	case latency == best.latency && inFlight == best.inFlight:
+		best.ties.Add(i, rnd)
+	}
 }

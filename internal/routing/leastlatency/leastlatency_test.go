@@ -3,6 +3,7 @@ package leastlatency_test
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestScoreIsMinusExpectedLatency(t *testing.T) {
 	}
 	rc := contextOver(pods, routing.Request{PromptTokens: 500, MaxTokens: 100})
 	scores := make([]float64, len(pods))
-	if err := leastlatency.New().Score(rc, routingtest.Candidates(rc), scores); err != nil {
+	if err := leastlatency.New(routingtest.SeededRandom(1)).Score(rc, routingtest.Candidates(rc), scores); err != nil {
 		t.Fatalf("Score: %v", err)
 	}
 	// The speeds of the learnt pods differ from their mean by more than half again, so
@@ -107,6 +108,8 @@ func TestPick(t *testing.T) {
 			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 8, waiting: 1}, {}}, want: 1},
 		{name: "unknown pods are skipped", req: routing.Request{PromptTokens: 100},
 			pods: []pod{{missing: true}, {stale: true, prefill: 0.0001, decode: 0.001, service: 0.1}, {prefill: 0.01, decode: 0.1, service: 20, running: 30, waiting: 30}}, want: 2},
+		{name: "equal latency: fewer requests in flight", req: routing.Request{PromptTokens: 100},
+			pods: []pod{{prefill: 0.001, decode: 0.02, service: 2, running: 1, inFlight: 3}, {prefill: 0.001, decode: 0.02, service: 2, running: 1, inFlight: 1}}, want: 1},
 		{name: "all missing", pods: []pod{{missing: true}, {missing: true}}, wantErr: routing.ErrUndecided},
 		{name: "all stale", pods: []pod{{stale: true, prefill: 0.001, decode: 0.02, service: 1}, {stale: true}}, wantErr: routing.ErrUndecided},
 		{name: "none observed", pods: []pod{{running: 1}, {}}, wantErr: routing.ErrUndecided},
@@ -114,7 +117,7 @@ func TestPick(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := contextOver(tt.pods, tt.req)
-			i, err := routing.Highest(leastlatency.New(), routingtest.SeededRandom(1)).Pick(rc, routingtest.Candidates(rc))
+			i, err := leastlatency.New(routingtest.SeededRandom(1)).Pick(rc, routingtest.Candidates(rc))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Pick error = %v, want %v", err, tt.wantErr)
@@ -132,7 +135,7 @@ func TestPickBreaksTiesAtRandomWithinRange(t *testing.T) {
 	same := pod{prefill: 0.001, decode: 0.02, service: 1, running: 1}
 	rc := contextOver([]pod{same, same, same, {missing: true}}, routing.Request{PromptTokens: 100})
 	cands := routingtest.Candidates(rc)
-	r := routing.Highest(leastlatency.New(), routingtest.SeededRandom(1))
+	r := leastlatency.New(routingtest.SeededRandom(1))
 	seen := map[int]bool{}
 	for range 100 {
 		i, err := r.Pick(rc, cands)
@@ -151,10 +154,78 @@ func TestRoute(t *testing.T) {
 		{prefill: 0.001, decode: 0.02, service: 2, running: 4, waiting: 4},
 		{prefill: 0.001, decode: 0.02, service: 2, running: 4},
 	}, routing.Request{PromptTokens: 100})
-	router := routing.NewRouter(routing.Highest(leastlatency.New(), routingtest.SeededRandom(1)), routingtest.Options())
+	router := routing.NewRouter(leastlatency.New(routingtest.SeededRandom(1)), routingtest.Options())
 	target := routingtest.Route(t, router, rc)
 	defer target.Release(0)
 	if target.Pod.Key.Name != "p0001" {
 		t.Errorf("routed to %s, want p0001", target.Pod.Key.Name)
+	}
+}
+
+// TestPickPodIsPick checks, over random fleets and limits, that PickPod chooses among
+// the pods a limit admits exactly as Pick chooses among their Candidates: the same pod,
+// ties included (both draws take the first tie), with its count.
+func TestPickPodIsPick(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(4, 2))
+	first := func(int) int { return 0 }
+	for iter := range 500 {
+		pods := 1 + rnd.IntN(12)
+		fleet := routingtest.NewFleet("llama", pods)
+		for i := range pods {
+			m := endpoint.Metrics{Running: float64(rnd.IntN(6)), Waiting: float64(rnd.IntN(3)), LocalInFlight: int64(rnd.IntN(3))}
+			if rnd.IntN(3) > 0 {
+				m.Profile = endpoint.Profile{Slots: float64(rnd.IntN(6)), PrefillPerToken: 1e-4 * float64(1+rnd.IntN(3)),
+					Service: float64(1 + rnd.IntN(3)), DecodePerToken: 0.01 * float64(1+rnd.IntN(3)), PrefilledTokens: 1e6, Requests: 1e3}
+			}
+			switch rnd.IntN(4) {
+			case 0: // never scraped
+				continue
+			case 1:
+				m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
+			}
+			fleet.SetMetrics(i, m)
+		}
+		for i := range pods {
+			fleet.Reserve(i, rnd.IntN(5))
+		}
+		limit := int64(rnd.IntN(6)) // 0: no limit
+		rc := fleet.Context(routing.Request{PromptTokens: int64(rnd.IntN(3000)), MaxTokens: int64(rnd.IntN(300))})
+		var admitted []routing.Candidate
+		var index []int // admitted[j] is rc.Candidates[index[j]]
+		for i, c := range routingtest.Candidates(rc) {
+			if limit == 0 || c.InFlight < limit {
+				admitted, index = append(admitted, c), append(index, i)
+			}
+		}
+		r := leastlatency.New(first)
+		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
+		want, err := r.Pick(rc, admitted)
+		if err != nil {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
+			}
+			continue
+		}
+		if !ok || got != index[want] || n != admitted[want].InFlight {
+			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
+				iter, got, n, ok, index[want], admitted[want].InFlight)
+		}
+	}
+}
+
+// TestBurstSpreadsEvenly checks that a burst over idle pods, whose latencies are equal,
+// spreads by requests in flight: 1,000 concurrent decisions over 10 such pods, none
+// released, leave each with 100 ± 1 requests in flight.
+func TestBurstSpreadsEvenly(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 10)
+	for i := range 10 {
+		fleet.SetMetrics(i, pod{prefill: 0.001, decode: 0.02, service: 2}.metrics())
+	}
+	router := routing.NewRouter(leastlatency.New(routingtest.SeededRandom(1)), routingtest.Options())
+	routingtest.RouteBurst(t, router, fleet, 1000)
+	for i, p := range fleet.Pods() {
+		if n := p.Load().InFlight(); n < 99 || n > 101 {
+			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
+		}
 	}
 }

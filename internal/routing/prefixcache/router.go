@@ -238,7 +238,7 @@ func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64,
 	if t, idle := estimate.Idle(&b, n, uncached); idle {
 		return t
 	}
-	return estimate.Cell(h, n, uncached)
+	return estimate.Cell(h, n, uncached, 0)
 }
 
 // match is a candidate that holds leading blocks of the prompt and, once PickPod

@@ -96,8 +96,8 @@ func NewRegistry(deps Deps) *Registry {
 		v1alpha1.StrategyLeastKVCache: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
 			return leastkvcache.New(d.Random), nil
 		},
-		v1alpha1.StrategyLeastLatency: func(*v1alpha1.RoutingPolicySpec, Deps) (routing.Scorer, error) {
-			return leastlatency.New(), nil
+		v1alpha1.StrategyLeastLatency: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
+			return leastlatency.New(d.Random), nil
 		},
 		v1alpha1.StrategyThroughput: func(*v1alpha1.RoutingPolicySpec, Deps) (routing.Scorer, error) {
 			return throughput.New(), nil

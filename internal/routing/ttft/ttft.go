@@ -205,7 +205,7 @@ func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 // process in flight and the Backlog b (cache.Hot.Backlog), and true, when a request
 // would not wait there: its slots, or the fleet's where its own are not learnt, have
 // room. It returns false otherwise, for Cell to predict. It is cheap enough for a
-// caller's loop to inline.
+// caller's loop to inline; Idle plus Decode is Latency.
 func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, bool) {
 	if slots := e.slotsOf(b.Slots); slots <= 0 || slotted(n, b.Beyond, slots) > 0 {
 		return 0, false
@@ -213,16 +213,26 @@ func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, 
 	return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0), true
 }
 
+// Decode returns the time, in seconds, to generate output tokens on an engine whose
+// metrics are fresh and show speed s.
+func (e *Estimator) Decode(s endpoint.Speed, output float64) float64 {
+	if output <= 0 {
+		return 0
+	}
+	return rate(s.Learnt && s.DecodePerToken > 0, s.DecodePerToken, e.fleet.decodePerToken) * output
+}
+
 // Unknown returns TTFT for an engine whose metrics are not fresh.
 func (e *Estimator) Unknown(uncached float64) float64 {
 	return e.fleet.prefillPerToken * max(uncached, 0)
 }
 
-// Cell is TTFT for the engine whose hot cell is h, with n requests of this process in
-// flight there and its metrics fresh, read from the cell.
-func (e *Estimator) Cell(h *cache.Hot, n int64, uncached float64) float64 {
+// Cell is Latency for the engine whose hot cell is h, with n requests of this process
+// in flight there and its metrics fresh, read from the cell; with no output tokens, it
+// is TTFT.
+func (e *Estimator) Cell(h *cache.Hot, n int64, uncached, output float64) float64 {
 	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
-	return e.Predict(&en, uncached, 0)
+	return e.Predict(&en, uncached, output)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before

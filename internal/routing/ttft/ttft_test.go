@@ -121,8 +121,8 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 }
 
 // TestCellIsTTFT checks, over random fleets, that the prediction from a candidate's hot
-// cell (Unknown, Idle, then Cell) is the one from the candidate, to the last bit,
-// whether the request would wait there or not.
+// cell (Unknown, Idle, then Cell) is the one from the candidate, to the last bit, whether the
+// request would wait there or not, and with output tokens (Decode added to Idle), Latency.
 func TestCellIsTTFT(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 7))
 	for iter := range 300 {
@@ -133,6 +133,7 @@ func TestCellIsTTFT(t *testing.T) {
 				LocalInFlight: int64(rnd.IntN(4))}
 			if rnd.IntN(3) > 0 {
 				m.Profile = learnt(1e-4*float64(1+rnd.IntN(4)), float64(1+rnd.IntN(3)), float64(rnd.IntN(9)))
+				m.Profile.DecodePerToken = 0.01 * float64(rnd.IntN(5)) // 0: not learnt
 			}
 			if rnd.IntN(4) > 0 {
 				fleet.SetMetrics(i, m)
@@ -149,9 +150,16 @@ func TestCellIsTTFT(t *testing.T) {
 			got := est.Unknown(uncached)
 			if cands[i].Metrics != nil {
 				b := h.Backlog()
-				var idle bool
-				if got, idle = est.Idle(&b, n, uncached); !idle {
-					got = est.Cell(h, n, uncached)
+				fromCell := func(output float64) float64 {
+					if t, idle := est.Idle(&b, n, uncached); idle {
+						return t + est.Decode(h.Speed(), output)
+					}
+					return est.Cell(h, n, uncached, output)
+				}
+				got = fromCell(0)
+				output := float64(rnd.IntN(500))
+				if got, want := fromCell(output), est.Latency(&cands[i], uncached, output); got != want {
+					t.Fatalf("iteration %d, pod %d: with %g output tokens, Idle or Cell = %g, Latency = %g", iter, i, output, got, want)
 				}
 			}
 			if got != want {
