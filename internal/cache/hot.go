@@ -42,7 +42,7 @@ const (
 	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
 	wordService
 	wordQueue // the float32 bits of Running<<32 | those of Waiting
-	wordLocalInFlight
+	wordLocal // the float32 bits of Profile.Throughput (NaN when not known)<<32 | LocalInFlight
 	wordDecode
 )
 
@@ -144,9 +144,31 @@ func (h *Hot) Queue() endpoint.Queue {
 	return endpoint.Queue{
 		Running:       float64(math.Float32frombits(uint32(rw >> 32))),
 		Waiting:       float64(math.Float32frombits(uint32(rw))),
-		LocalInFlight: int64(w[wordLocalInFlight].Load()),
+		LocalInFlight: int64(uint32(w[wordLocal].Load())),
 		Slots:         math.Float64frombits(w[wordSlots].Load()),
 	}
+}
+
+// Throughput is what a snapshot tells of an engine's recent work.
+type Throughput struct {
+	// ScrapedAt is Hot.ScrapedAt; TokensPerSecond and Known are Profile.Throughput and
+	// Profile.ThroughputKnown, TokensPerSecond 0 when not known; Running is
+	// Metrics.Running, as Queue returns it.
+	ScrapedAt       int64
+	TokensPerSecond float64
+	Known           bool
+	Running         float64
+}
+
+// Throughput returns the latest snapshot's Throughput.
+func (h *Hot) Throughput() Throughput {
+	w := &h.summary
+	at := int64(w[wordScrapedAt].Load()) // first: see write
+	t := Throughput{ScrapedAt: at, Running: float64(math.Float32frombits(uint32(w[wordQueue].Load() >> 32)))}
+	if rate := float64(math.Float32frombits(uint32(w[wordLocal].Load() >> 32))); at != 0 && !math.IsNaN(rate) {
+		t.TokensPerSecond, t.Known = rate, true
+	}
+	return t
 }
 
 // Backlog is the part of a snapshot that a prediction of the time to first token reads
@@ -204,8 +226,8 @@ func (h *Hot) write(w *[summaryWords]uint64) {
 	}
 }
 
-// geometryWord returns n as one half of the geometry word, 0 when it does not fit.
-func geometryWord(n int64) uint32 {
+// halfWord returns n as one half of a word, 0 when it does not fit.
+func halfWord(n int64) uint32 {
 	if n < 0 || n > math.MaxUint32 {
 		return 0
 	}
@@ -219,11 +241,15 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 		w[wordScrapedAt] = uint64(m.ScrapedAt.UnixNano())
 	}
 	w[wordUsage] = math.Float64bits(m.UsedKVCache())
-	w[wordGeometry] = uint64(geometryWord(int64(m.BlockSize)))<<32 | uint64(geometryWord(int64(m.NumGPUBlocks)))
+	w[wordGeometry] = uint64(halfWord(int64(m.BlockSize)))<<32 | uint64(halfWord(int64(m.NumGPUBlocks)))
 	q, sp := m.Queue(), m.Profile.Speed()
 	q.Running, q.Waiting = float64(float32(q.Running)), float64(float32(q.Waiting)) // as Queue returns them
 	w[wordQueue] = uint64(math.Float32bits(float32(q.Running)))<<32 | uint64(math.Float32bits(float32(q.Waiting)))
-	w[wordLocalInFlight] = uint64(q.LocalInFlight)
+	rate := float32(math.NaN())
+	if m.Profile.ThroughputKnown {
+		rate = float32(m.Profile.Throughput)
+	}
+	w[wordLocal] = uint64(math.Float32bits(rate))<<32 | uint64(halfWord(q.LocalInFlight))
 	w[wordBeyond] = math.Float64bits(Beyond(q))
 	w[wordSlots] = math.Float64bits(q.Slots)
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)

@@ -19,14 +19,14 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	p, _ := c.Pod(makePod("a").Build().Key)
 	h := p.Hot()
 	if h.KV() != (KV{}) || h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 ||
-		h.Backlog() != (Backlog{}) {
-		t.Fatalf("summary before any scrape: %+v %+v %+v %d %+v, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch(), h.Backlog())
+		h.Backlog() != (Backlog{}) || h.Throughput() != (Throughput{}) {
+		t.Fatalf("summary before any scrape: %+v %+v %+v %d %+v %+v, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch(), h.Backlog(), h.Throughput())
 	}
 	learnt := endpoint.Metrics{
 		ScrapedAt: time.Unix(1700000000, 5), KVCacheUsage: 0.25, BlockSize: 16, NumGPUBlocks: 4096,
 		Running: 3, Waiting: 2, LocalInFlight: 4,
 		Profile: endpoint.Profile{Epoch: 2, Slots: 8, PrefillPerToken: 1e-4, Service: 1.5, DecodePerToken: 0.02,
-			PrefilledTokens: 1e6, Requests: 100},
+			PrefilledTokens: 1e6, Requests: 100, Throughput: 1234.5, ThroughputKnown: true},
 	}
 	if !learnt.Profile.Learnt() {
 		t.Fatal("the test's learnt profile is not learnt")
@@ -62,6 +62,13 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 		}
 		if got := h.Epoch(); got != m.Profile.Epoch {
 			t.Errorf("Epoch() = %d, want %d", got, m.Profile.Epoch)
+		}
+		wantThroughput := Throughput{ScrapedAt: m.ScrapedAt.UnixNano(), Running: m.Running, Known: m.Profile.ThroughputKnown}
+		if wantThroughput.Known {
+			wantThroughput.TokensPerSecond = m.Profile.Throughput
+		}
+		if got := h.Throughput(); got != wantThroughput {
+			t.Errorf("Throughput() = %+v, want %+v", got, wantThroughput)
 		}
 	}
 	if got := h.KV().Usage; got != 0 {

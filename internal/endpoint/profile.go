@@ -25,6 +25,11 @@ type Profile struct {
 	// PrefilledTokens and Requests are the evidence behind the rates: the uncached prompt
 	// tokens prefilled and the requests finished recently, each weighted as it fades.
 	PrefilledTokens, Requests float64
+	// Throughput is the engine's prompt plus generation tokens per second over the last
+	// scrape interval, held to float32 precision (as a hot cell holds it). It is known
+	// (ThroughputKnown) from the second scrape of an epoch on.
+	Throughput      float64
+	ThroughputKnown bool
 
 	// The decaying sums the rates are ratios of, with PrefilledTokens and Requests.
 	prefillSeconds, serviceSeconds float64
@@ -68,7 +73,12 @@ func (p Profile) Next(prev, cur *Metrics) Profile {
 	}
 	if restarted(prev, cur) {
 		p.Epoch++
+		p.Throughput, p.ThroughputKnown = 0, false
 		return p
+	}
+	if seconds := cur.ScrapedAt.Sub(prev.ScrapedAt).Seconds(); seconds > 0 {
+		tokens := (cur.PromptTokens + cur.GenerationTokens) - (prev.PromptTokens + prev.GenerationTokens)
+		p.Throughput, p.ThroughputKnown = float64(float32(tokens/seconds)), true
 	}
 	seconds, requests := serviceInterval(prev, cur)
 	p.serviceSeconds = profileDecay*p.serviceSeconds + seconds

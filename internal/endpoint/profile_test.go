@@ -3,6 +3,7 @@ package endpoint
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // engine is a simulated engine's cumulative counters, advanced one scrape at a time.
@@ -114,5 +115,42 @@ func TestProfileEpochGrowsOnRestart(t *testing.T) {
 	}
 	if p.PrefillPerToken != before.PrefillPerToken || p.Service != before.Service {
 		t.Errorf("a restart's interval taught rates: %+v, want those of %+v", p, before)
+	}
+}
+
+func TestProfileThroughputIsTheLastInterval(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	scrape := func(prompt, generation float64, after time.Duration) Metrics {
+		return Metrics{PromptTokens: prompt, GenerationTokens: generation, ScrapedAt: at.Add(after)}
+	}
+	first := scrape(1000, 3000, 0)
+	p := Profile{}.Next(nil, &first)
+	if p.ThroughputKnown {
+		t.Fatalf("throughput known after one scrape: %+v", p)
+	}
+	steps := []struct {
+		cur  Metrics
+		want float64 // tokens per second; NaN: not known
+	}{
+		{scrape(1100, 3300, 500*time.Millisecond), 800},     // 400 tokens in 0.5 s
+		{scrape(1100, 3300, 500*time.Millisecond), 800},     // no time passed: the rate stands
+		{scrape(1100, 3300, time.Second), 0},                // idle
+		{scrape(1300, 3400, 1100*time.Millisecond), 3000},   // 300 tokens in 0.1 s
+		{scrape(10, 20, 1200*time.Millisecond), math.NaN()}, // a restart
+		{scrape(40, 40, 1300*time.Millisecond), 500},        // 50 tokens in 0.1 s, in the new epoch
+	}
+	prev := first
+	for i, s := range steps {
+		p = p.Next(&prev, &s.cur)
+		prev = s.cur
+		if math.IsNaN(s.want) {
+			if p.ThroughputKnown {
+				t.Errorf("step %d: throughput %v known, want not known", i, p.Throughput)
+			}
+			continue
+		}
+		if !p.ThroughputKnown || math.Abs(p.Throughput-s.want) > 1e-3 {
+			t.Errorf("step %d: throughput %v (known %t), want %v", i, p.Throughput, p.ThroughputKnown, s.want)
+		}
 	}
 }

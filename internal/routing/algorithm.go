@@ -234,3 +234,33 @@ func (t *Ties) fold(rnd Random) {
 	}
 	t.m = 0
 }
+
+// Lowest finds, in one pass, the candidate of least cost, then of fewest requests in
+// flight, drawing among those still tied uniformly at random (Ties): least-latency's
+// choice, least-request's among equal costs. The zero value has seen no candidate; it
+// belongs to one decision.
+type Lowest struct {
+	// Cost and InFlight are the best's, valid once a candidate was offered.
+	Cost     float64
+	InFlight int64
+	ties     Ties
+}
+
+// Offer considers candidate i, of cost and inFlight requests in flight, drawing with rnd
+// when ties fill a chunk.
+func (l *Lowest) Offer(i int, cost float64, inFlight int64, rnd Random) {
+	switch {
+	case l.ties.Len() == 0 || cost < l.Cost || cost == l.Cost && inFlight < l.InFlight:
+		l.Cost, l.InFlight = cost, inFlight
+		l.ties.Reset(i)
+	case cost == l.Cost && inFlight == l.InFlight:
+		l.ties.Add(i, rnd)
+	}
+}
+
+// Offered reports whether a candidate was offered.
+func (l *Lowest) Offered() bool { return l.ties.Len() > 0 }
+
+// Chosen returns the index of the candidate chosen among those offered, at least one;
+// every tie has the best's InFlight.
+func (l *Lowest) Chosen(rnd Random) int { return l.ties.Draw(rnd) }

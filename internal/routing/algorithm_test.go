@@ -70,3 +70,29 @@ func TestTiesDrawUniformlyAmongAllTies(t *testing.T) {
 		}
 	}
 }
+
+func TestLowestPrefersLeastCostThenFewestInFlight(t *testing.T) {
+	offers := []struct {
+		cost     float64
+		inFlight int64
+	}{{3, 0}, {2, 5}, {2, 4}, {2, 4}, {2.5, 0}, {2, 4}, {2, 6}}
+	seen := map[int]bool{}
+	rnd := rand.New(rand.NewPCG(8, 8))
+	for range 300 {
+		var best routing.Lowest
+		if best.Offered() {
+			t.Fatal("the zero Lowest reports an offer")
+		}
+		for i, o := range offers {
+			best.Offer(i, o.cost, o.inFlight, rnd.IntN)
+		}
+		i := best.Chosen(rnd.IntN)
+		if i != 2 && i != 3 && i != 5 || best.Cost != 2 || best.InFlight != 4 {
+			t.Fatalf("chose %d (cost %v, %d in flight), want one of 2, 3 and 5 (cost 2, 4 in flight)", i, best.Cost, best.InFlight)
+		}
+		seen[i] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("chose only %v of the three ties in 300 decisions", seen)
+	}
+}

@@ -68,13 +68,13 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 		return 0, routing.ErrUndecided
 	}
 	prompt, output := lengths(rc)
-	var best soonest
+	var best routing.Lowest
 	for i := range cands {
 		if c := &cands[i]; c.Metrics != nil {
-			best.offer(i, est.Latency(c, prompt, output), c.InFlight, r.rnd)
+			best.Offer(i, est.Latency(c, prompt, output), c.InFlight, r.rnd)
 		}
 	}
-	return best.ties.Draw(r.rnd), nil // a candidate's speed is learnt: it has metrics
+	return best.Chosen(r.rnd), nil // a candidate's speed is learnt: it has metrics
 }
 
 // PickPod is Pick straight from the candidates' hot cells, among the pods e admits.
@@ -98,7 +98,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		return 0, 0, false
 	}
 	prompt, output := lengths(rc)
-	var best soonest
+	var best routing.Lowest
 	for i, h := range cells {
 		n := h.InFlight()
 		if n >= limit || h.ScrapedAt() < oldest {
@@ -111,30 +111,10 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		} else {
 			t = est.Cell(h, n, prompt, output)
 		}
-		best.offer(i, t, n, r.rnd)
+		best.Offer(i, t, n, r.rnd)
 	}
-	if best.ties.Len() == 0 { // the pool was learnt, but no admitted pod is fresh now
+	if !best.Offered() { // the pool was learnt, but no admitted pod is fresh now
 		return 0, 0, false
 	}
-	return best.ties.Draw(r.rnd), best.inFlight, true // every tie has best's count
-}
-
-// soonest finds the candidate with the least expected latency, then the fewest
-// requests in flight, breaking remaining ties uniformly at random. The zero value has
-// seen no candidate.
-type soonest struct {
-	latency  float64
-	inFlight int64
-	ties     routing.Ties
-}
-
-// offer considers candidate i, whose expected latency and requests in flight are next.
-func (best *soonest) offer(i int, latency float64, inFlight int64, rnd routing.Random) {
-	switch {
-	case best.ties.Len() == 0 || latency < best.latency || latency == best.latency && inFlight < best.inFlight:
-		best.latency, best.inFlight = latency, inFlight
-		best.ties.Reset(i)
-	case latency == best.latency && inFlight == best.inFlight:
-		best.ties.Add(i, rnd)
-	}
+	return best.Chosen(r.rnd), best.InFlight, true
 }

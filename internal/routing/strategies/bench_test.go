@@ -24,7 +24,7 @@ func BenchmarkRoute(b *testing.B) {
 				TTFT: endpoint.Histogram{Count: 10, Sum: 1}, TPOT: endpoint.Histogram{Count: 100, Sum: 2},
 				GenerationTokens: float64(i),
 				Profile: endpoint.Profile{PrefillPerToken: 1e-4, Service: 1, DecodePerToken: 0.02, Slots: 8,
-					PrefilledTokens: 1e6, Requests: 1e3}})
+					PrefilledTokens: 1e6, Requests: 1e3, Throughput: float64(i%50) * 10, ThroughputKnown: true}})
 		}
 		fleets[n] = fleet
 	}

@@ -99,8 +99,8 @@ func NewRegistry(deps Deps) *Registry {
 		v1alpha1.StrategyLeastLatency: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
 			return leastlatency.New(d.Random), nil
 		},
-		v1alpha1.StrategyThroughput: func(*v1alpha1.RoutingPolicySpec, Deps) (routing.Scorer, error) {
-			return throughput.New(), nil
+		v1alpha1.StrategyThroughput: func(_ *v1alpha1.RoutingPolicySpec, d Deps) (routing.Scorer, error) {
+			return throughput.New(d.Random), nil
 		},
 		v1alpha1.StrategyPrefixCache:     newPrefixCache,
 		v1alpha1.StrategySessionAffinity: newSessionAffinity,

@@ -2,40 +2,19 @@ package throughput_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
 	"github.com/switchboard-llm/switchboard/internal/routing/throughput"
 )
 
-// BenchmarkScore measures one Score call over fleets of growing size, serially and from
-// parallel goroutines sharing one Router.
+// BenchmarkScore measures one Score call over fleets of growing size, every pod's
+// throughput known, serially and from parallel goroutines sharing one Router.
 func BenchmarkScore(b *testing.B) {
-	routingtest.BenchmarkScorer(b, func(b *testing.B, f *routingtest.Fleet) routing.Scorer {
-		// r records two snapshots of each pod before the timer starts, so that the
-		// benchmark measures comparing throughputs, not recording them.
-		r := throughput.New()
-		scraped := time.Now()
+	routingtest.BenchmarkScorer(b, func(_ *testing.B, f *routingtest.Fleet) routing.Scorer {
 		for i := range f.Pods() {
-			f.SetMetrics(i, endpoint.Metrics{GenerationTokens: float64(i), ScrapedAt: scraped.Add(-10 * time.Second)})
+			f.SetMetrics(i, rated(float64(i%50)*10, float64(i%7)))
 		}
-		record(b, r, f)
-		for i := range f.Pods() {
-			f.SetMetrics(i, endpoint.Metrics{GenerationTokens: float64(2 * i), Running: float64(i % 7), ScrapedAt: scraped})
-		}
-		record(b, r, f)
-		return r
+		return throughput.New(routingtest.SeededRandom(1))
 	})
-}
-
-// record has r score f's pods, so that it records their current metrics.
-func record(b *testing.B, r routing.Scorer, f *routingtest.Fleet) {
-	b.Helper()
-	rc := f.Context(routing.Request{})
-	cands := routingtest.Candidates(rc)
-	if err := r.Score(rc, cands, make([]float64, len(cands))); err != nil {
-		b.Fatal(err)
-	}
 }

@@ -1,162 +1,155 @@
 package throughput
 
 import (
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/switchboard-llm/switchboard/internal/endpoint"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
-
-const (
-	// Retention is how long a Router remembers an endpoint after the scrape time of its
-	// latest snapshot seen.
-	Retention = 5 * time.Minute
-	// pruneEvery is how often, at most, a decision sweeps forgotten endpoints out of
-	// the history.
-	pruneEvery = time.Minute
-)
-
-// Router prefers candidates with less recent token throughput, as the package
-// documentation states.
-//
-// Synchronisation model: the history maps each endpoint key to an atomic pointer to an
-// immutable history value; a decision that sees a snapshot newer than the history's
-// latest publishes a new value by compare-and-swap, and readers load it without a lock.
-// Keys are added and swept through a sync.Map; one decision at a time, elected by
-// compare-and-swap on nextPrune, sweeps. The Router is safe for concurrent use.
-type Router struct {
-	// history maps endpoint.Key to *atomic.Pointer[history].
-	history sync.Map
-	// nextPrune is the Unix time in nanoseconds after which the next decision sweeps.
-	nextPrune atomic.Int64
-}
-
-var _ routing.Scorer = (*Router)(nil)
-
-// New returns a Router with an empty history.
-func New() *Router {
-	return &Router{}
-}
 
 // minRequestRate is the tokens/s a request in flight is assumed to add at least, when no
 // candidate's rate per running request is known.
 const minRequestRate = 1.0
 
-// Score records the candidates' metrics snapshots in the history, then sets the score of
-// each candidate with fresh metrics to minus its projected throughput in tokens per
-// second (its measured rate plus, per request the gateway has in flight on it, its rate
-// per running request, or the fleet's when it runs none, at least minRequestRate), or to
-// minus its Running requests plus those in flight while some candidate's throughput is
-// unknown, and that of every other candidate to one less than the lowest known score. It returns
-// routing.ErrUndecided, leaving scores unspecified, when no candidate has fresh metrics.
-func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	r.prune(rc.Now)
-	known, allRates := false, true
-	// perRequest sums, over candidates running requests, their tokens/s per running
-	// request, to price the requests in flight of idle candidates.
-	perRequest, busy := 0.0, 0
-	for i, c := range cands {
-		if c.Metrics == nil {
-			continue
-		}
-		known = true
-		rate, ok := r.record(c.Key, c.Metrics).rate()
-		scores[i] = rate
-		allRates = allRates && ok
-		if ok && c.Metrics.Running > 0 {
-			perRequest += rate / c.Metrics.Running
-			busy++
+// Router prefers candidates with less recent token throughput, as the package
+// documentation states. It is stateless apart from its source of randomness and safe
+// for concurrent use when that is.
+type Router struct {
+	rnd routing.Random
+}
+
+var (
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+)
+
+// New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
+func New(rnd routing.Random) *Router {
+	return &Router{rnd: rnd}
+}
+
+// fleet is what the candidates with fresh metrics of one decision tell together: whether
+// every one's throughput is known, and the mean tokens/s per running request of those
+// running some, which prices the requests in flight of idle ones. The zero value has
+// seen none.
+type fleet struct {
+	known   int // candidates added
+	unrated int // of which those whose throughput is not known
+	// perRequest sums, then (once done) averages, the tokens/s per running request of
+	// the busy candidates with a known throughput.
+	perRequest float64
+	busy       int
+}
+
+// add counts a candidate with fresh metrics: its engine's throughput in tokens/s, if
+// known, and running requests.
+func (f *fleet) add(rate float64, rated bool, running float64) {
+	f.known++
+	switch {
+	case !rated:
+		f.unrated++
+	case running > 0:
+		f.perRequest += rate / running
+		f.busy++
+	}
+}
+
+// done ends the adding.
+func (f *fleet) done() {
+	if f.busy > 0 {
+		f.perRequest /= float64(f.busy)
+	}
+}
+
+// projected returns the load a candidate whose engine's throughput is rate (if every
+// candidate's is known), runs running requests and has inFlight of this process's is
+// projected to carry: its throughput plus, per request in flight, its own rate per
+// running request (the fleet's when it runs none, at least minRequestRate); while some
+// candidate's throughput is not known, throughputs are not comparable, and it is its
+// running requests plus those in flight. Requests this process sent since the last
+// scrape are not in the engine's counters yet: counting them spreads a burst instead of
+// piling it onto the candidate that looked idlest.
+func (f *fleet) projected(rate, running float64, inFlight int64) float64 {
+	n := float64(inFlight)
+	if f.unrated > 0 {
+		return running + n
+	}
+	own := f.perRequest
+	if running > 0 {
+		own = rate / running
+	}
+	return rate + n*max(own, minRequestRate)
+}
+
+// fleetOf returns the fleet of cands.
+func fleetOf(cands []routing.Candidate) fleet {
+	var f fleet
+	for _, c := range cands {
+		if m := c.Metrics; m != nil {
+			f.add(m.Profile.Throughput, m.Profile.ThroughputKnown, m.Running)
 		}
 	}
-	if !known {
+	f.done()
+	return f
+}
+
+// Score sets the score of each candidate with fresh metrics to minus its projected load
+// (fleet.projected) and that of every other candidate to one less than the lowest known
+// score. It returns routing.ErrUndecided, leaving scores unspecified, when no candidate
+// has fresh metrics.
+func (*Router) Score(_ *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
+	f := fleetOf(cands)
+	if f.known == 0 {
 		return routing.ErrUndecided
 	}
-	if busy > 0 {
-		perRequest /= float64(busy)
-	}
 	for i, c := range cands {
-		if c.Metrics == nil {
-			continue
-		}
-		// Requests the gateway sent since the last scrape are not in the engine's
-		// counters yet: each request in flight counts as one more running request, so
-		// that a burst spreads instead of piling onto the endpoint that looked idlest.
-		inFlight := float64(c.InFlight)
-		if allRates {
-			own := perRequest
-			if c.Metrics.Running > 0 {
-				own = scores[i] / c.Metrics.Running
-			}
-			scores[i] = -(scores[i] + inFlight*max(own, minRequestRate))
-		} else {
-			scores[i] = -(c.Metrics.Running + inFlight)
+		if m := c.Metrics; m != nil {
+			scores[i] = -f.projected(m.Profile.Throughput, m.Running, c.InFlight)
 		}
 	}
 	routing.RankUnknownLast(cands, scores)
 	return nil
 }
 
-// sample is one snapshot's cumulative token count.
-type sample struct {
-	tokens float64
-	at     time.Time
-}
-
-// history is what the Router remembers of one endpoint: its latest snapshot seen and,
-// if hasPrev, the distinct one before it. A published history is never modified.
-type history struct {
-	prev, last sample
-	hasPrev    bool
-}
-
-// rate returns the tokens per second between the two snapshots, and false if there is
-// only one.
-func (h *history) rate() (float64, bool) {
-	if !h.hasPrev {
-		return 0, false
+// Pick returns the index of the candidate with fresh metrics and the least projected
+// load; among equals, one with the fewest requests in flight; among those, one chosen
+// uniformly at random. It returns routing.ErrUndecided when no candidate has fresh
+// metrics.
+func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int, error) {
+	f := fleetOf(cands)
+	if f.known == 0 {
+		return 0, routing.ErrUndecided
 	}
-	return (h.last.tokens - h.prev.tokens) / h.last.at.Sub(h.prev.at).Seconds(), true
-}
-
-// record adds m, a snapshot of the endpoint with key k, to the history unless the
-// history already holds a snapshot as recent, and returns the endpoint's history. A
-// snapshot whose token count is below the previous one (the engine restarted) starts the
-// history over.
-func (r *Router) record(k endpoint.Key, m *endpoint.Metrics) *history {
-	v, ok := r.history.Load(k)
-	if !ok {
-		v, _ = r.history.LoadOrStore(k, new(atomic.Pointer[history]))
-	}
-	ptr := v.(*atomic.Pointer[history])
-	s := sample{tokens: m.PromptTokens + m.GenerationTokens, at: m.ScrapedAt}
-	for {
-		old := ptr.Load()
-		if old != nil && !s.at.After(old.last.at) {
-			return old
-		}
-		h := &history{last: s}
-		if old != nil && s.tokens >= old.last.tokens {
-			h.prev, h.hasPrev = old.last, true
-		}
-		if ptr.CompareAndSwap(old, h) {
-			return h
+	var best routing.Lowest
+	for i, c := range cands {
+		if m := c.Metrics; m != nil {
+			best.Offer(i, f.projected(m.Profile.Throughput, m.Running, c.InFlight), c.InFlight, r.rnd)
 		}
 	}
+	return best.Chosen(r.rnd), nil
 }
 
-// prune forgets, at most once per pruneEvery, the endpoints whose latest snapshot seen
-// was scraped more than Retention before now.
-func (r *Router) prune(now time.Time) {
-	next := r.nextPrune.Load()
-	if now.UnixNano() < next || !r.nextPrune.CompareAndSwap(next, now.Add(pruneEvery).UnixNano()) {
-		return
-	}
-	r.history.Range(func(k, v any) bool {
-		if h := v.(*atomic.Pointer[history]).Load(); h != nil && now.Sub(h.last.at) > Retention {
-			r.history.CompareAndDelete(k, v)
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits, in
+// two passes: one sums the fleet, the other chooses. It declines when no admitted pod
+// has fresh metrics, for Pick to return routing.ErrUndecided and the fallback to decide.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	cells, limit, oldest := rc.Cells, e.Bound(), e.Oldest(rc.Now)
+	var f fleet
+	for _, h := range cells {
+		if h.InFlight() < limit {
+			if t := h.Throughput(); t.ScrapedAt >= oldest {
+				f.add(t.TokensPerSecond, t.Known, t.Running)
+			}
 		}
-		return true
-	})
+	}
+	f.done()
+	var best routing.Lowest
+	for i, h := range cells {
+		if n := h.InFlight(); n < limit {
+			if t := h.Throughput(); t.ScrapedAt >= oldest {
+				best.Offer(i, f.projected(t.TokensPerSecond, t.Running, n), n, r.rnd)
+			}
+		}
+	}
+	if !best.Offered() {
+		return 0, 0, false
+	}
+	return best.Chosen(r.rnd), best.InFlight, true
 }

@@ -3,7 +3,7 @@ package throughput_test
 import (
 	"errors"
 	"math"
-	"sync"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -13,28 +13,39 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/routing/throughput"
 )
 
-// snapshot returns metrics scraped at, with running requests and cumulative token
-// counters summing to tokens.
-func snapshot(tokens, running float64, at time.Time) endpoint.Metrics {
-	return endpoint.Metrics{
-		PromptTokens:     tokens / 4,
-		GenerationTokens: tokens - tokens/4,
-		Running:          running,
-		ScrapedAt:        at,
-	}
+// rated returns metrics of an engine processing rate tokens per second over its last
+// scrape interval, with running requests.
+func rated(rate, running float64) endpoint.Metrics {
+	return endpoint.Metrics{Running: running, Profile: endpoint.Profile{Throughput: rate, ThroughputKnown: true}}
 }
 
-// score stores each pod's metrics in fleet (nil: leave as is) and returns r's scores.
-func score(t *testing.T, r routing.Scorer, fleet *routingtest.Fleet, metrics []*endpoint.Metrics) ([]float64, error) {
-	t.Helper()
+// unrated returns metrics of an engine scraped once, with running requests.
+func unrated(running float64) endpoint.Metrics {
+	return endpoint.Metrics{Running: running}
+}
+
+// fleetOf returns a fleet whose pod i has metrics[i] (nil: none) and inFlight[i]
+// requests in flight (inFlight may be shorter).
+func fleetOf(metrics []*endpoint.Metrics, inFlight ...int) *routingtest.Fleet {
+	fleet := routingtest.NewFleet("llama", len(metrics))
 	for i, m := range metrics {
 		if m != nil {
 			fleet.SetMetrics(i, *m)
 		}
 	}
+	for i, n := range inFlight {
+		fleet.Reserve(i, n)
+	}
+	return fleet
+}
+
+// score returns r's scores of fleet's pods.
+func score(t *testing.T, fleet *routingtest.Fleet) ([]float64, error) {
+	t.Helper()
 	rc := fleet.Context(routing.Request{})
-	scores := make([]float64, len(metrics))
-	return scores, r.Score(rc, routingtest.Candidates(rc), scores)
+	cands := routingtest.Candidates(rc)
+	scores := make([]float64, len(cands))
+	return scores, throughput.New(routingtest.SeededRandom(1)).Score(rc, cands, scores)
 }
 
 // assertScores fails t unless got equals want within rounding.
@@ -48,152 +59,122 @@ func assertScores(t *testing.T, got, want []float64) {
 	}
 }
 
-func TestScoreComparesTokensPerSecondBetweenDistinctSnapshots(t *testing.T) {
-	now := time.Now()
-	fleet := routingtest.NewFleet("llama", 3)
-	r := throughput.New()
-	if _, err := score(t, r, fleet, []*endpoint.Metrics{
-		new(snapshot(1000, 9, now.Add(-30*time.Second))), new(snapshot(0, 1, now.Add(-30*time.Second))), new(snapshot(500, 5, now.Add(-30*time.Second))),
-	}); err != nil {
-		t.Fatalf("first Score: %v", err)
-	}
-	// Scoring again on the same snapshots changes nothing.
-	if _, err := score(t, r, fleet, make([]*endpoint.Metrics, 3)); err != nil {
-		t.Fatalf("repeated Score: %v", err)
-	}
-	got, err := score(t, r, fleet, []*endpoint.Metrics{
-		new(snapshot(1100, 9, now.Add(-20*time.Second))), new(snapshot(2000, 1, now.Add(-20*time.Second))), new(snapshot(1500, 5, now.Add(-10*time.Second))),
-	})
+func TestScoreComparesThroughputs(t *testing.T) {
+	got, err := score(t, fleetOf([]*endpoint.Metrics{new(rated(10, 9)), new(rated(200, 1)), new(rated(50, 5)), nil}))
 	if err != nil {
 		t.Fatalf("Score: %v", err)
 	}
-	assertScores(t, got, []float64{-10, -200, -50}) // 100 tokens in 10 s, 2000 in 10 s, 1000 in 20 s
+	assertScores(t, got, []float64{-10, -200, -50, -201}) // pod 3 unknown: below the lowest
 }
 
-func TestScoreComparesRunningUntilEveryKnownPodHasTwoSnapshots(t *testing.T) {
-	now := time.Now()
-	fleet := routingtest.NewFleet("llama", 4)
-	r := throughput.New()
-	got, err := score(t, r, fleet, []*endpoint.Metrics{
-		new(snapshot(0, 3, now.Add(-30*time.Second))), new(snapshot(0, 1, now.Add(-30*time.Second))), nil, nil,
-	})
+func TestScoreComparesRunningWhileSomeThroughputIsUnknown(t *testing.T) {
+	got, err := score(t, fleetOf([]*endpoint.Metrics{new(rated(100, 3)), new(rated(900, 1)), new(unrated(2)), nil}, 0, 0, 1))
 	if err != nil {
 		t.Fatalf("Score: %v", err)
 	}
-	assertScores(t, got, []float64{-3, -1, -4, -4}) // one snapshot each; pods 2 and 3 unknown
+	assertScores(t, got, []float64{-3, -1, -3, -4}) // pod 2: 2 running and 1 in flight
+}
 
-	// Pods 0 and 1 now have rates, but pod 2 has only one snapshot.
-	got, err = score(t, r, fleet, []*endpoint.Metrics{
-		new(snapshot(100, 3, now.Add(-20*time.Second))), new(snapshot(900, 1, now.Add(-20*time.Second))), new(snapshot(0, 2, now.Add(-20*time.Second))), nil,
-	})
+func TestScoreCountsRequestsInFlight(t *testing.T) {
+	// Pod 0 runs 2 requests at 100 tokens/s (50 each) and pod 2 one at 0.5 tokens/s
+	// (counted as minRequestRate); idle pod 1 prices its requests at their mean, 25.25.
+	got, err := score(t, fleetOf([]*endpoint.Metrics{new(rated(100, 2)), new(rated(0, 0)), new(rated(0.5, 1))}, 3, 2, 1))
 	if err != nil {
 		t.Fatalf("Score: %v", err)
 	}
-	assertScores(t, got, []float64{-3, -1, -2, -4})
-
-	// An engine restart (counters going down) starts that pod's history over.
-	got, err = score(t, r, fleet, []*endpoint.Metrics{
-		new(snapshot(200, 3, now.Add(-10*time.Second))), new(snapshot(50, 1, now.Add(-10*time.Second))), new(snapshot(100, 2, now.Add(-10*time.Second))), nil,
-	})
-	if err != nil {
-		t.Fatalf("Score: %v", err)
-	}
-	assertScores(t, got, []float64{-3, -1, -2, -4})
+	assertScores(t, got, []float64{-(100 + 3*50), -(2 * 25.25), -(0.5 + 1)})
 }
 
 func TestPick(t *testing.T) {
-	now := time.Now()
-	fleet := routingtest.NewFleet("llama", 4)
-	r := routing.Highest(throughput.New(), routingtest.SeededRandom(1))
-	pick := func(metrics []*endpoint.Metrics) (int, error) {
-		for i, m := range metrics {
-			if m != nil {
-				fleet.SetMetrics(i, *m)
+	tests := []struct {
+		name     string
+		metrics  []*endpoint.Metrics
+		inFlight []int
+		want     int
+	}{
+		{"least throughput, whatever Running says", []*endpoint.Metrics{new(rated(50, 4)), new(rated(500, 2)), new(rated(300, 1)), nil}, nil, 0},
+		{"fewest running while a throughput is unknown", []*endpoint.Metrics{new(unrated(4)), new(rated(0, 2)), new(rated(0, 1)), nil}, nil, 2},
+		{"equal loads: fewest in flight", []*endpoint.Metrics{new(unrated(2)), new(unrated(4)), new(unrated(3))}, []int{2, 0, 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := fleetOf(tt.metrics, tt.inFlight...).Context(routing.Request{})
+			if i, err := throughput.New(routingtest.SeededRandom(1)).Pick(rc, routingtest.Candidates(rc)); err != nil || i != tt.want {
+				t.Errorf("Pick = %d, %v; want %d", i, err, tt.want)
 			}
-		}
-		rc := fleet.Context(routing.Request{})
-		return r.Pick(rc, routingtest.Candidates(rc))
-	}
-	// First snapshots: least Running wins; pod 3 has none and is never picked.
-	i, err := pick([]*endpoint.Metrics{new(snapshot(0, 4, now.Add(-30*time.Second))), new(snapshot(0, 2, now.Add(-30*time.Second))), new(snapshot(0, 1, now.Add(-30*time.Second))), nil})
-	if err != nil || i != 2 {
-		t.Errorf("Pick on first snapshots = %d, %v; want 2 (fewest running)", i, err)
-	}
-	// Second snapshots: the least throughput wins, whatever Running says.
-	i, err = pick([]*endpoint.Metrics{new(snapshot(50, 4, now.Add(-20*time.Second))), new(snapshot(500, 2, now.Add(-20*time.Second))), new(snapshot(300, 1, now.Add(-20*time.Second))), nil})
-	if err != nil || i != 0 {
-		t.Errorf("Pick on second snapshots = %d, %v; want 0 (least tokens per second)", i, err)
+		})
 	}
 }
 
 func TestUnknownMetricsAreUndecided(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 2)
-	fleet.SetMetrics(1, snapshot(100, 1, time.Now().Add(-2*routingtest.StaleAfter))) // stale; pod 0 has none
-	r := routing.Highest(throughput.New(), routingtest.SeededRandom(1))
+	stale := rated(100, 1)
+	stale.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
+	fleet.SetMetrics(1, stale) // pod 0 has none
 	rc := fleet.Context(routing.Request{})
-	if _, err := r.Pick(rc, routingtest.Candidates(rc)); !errors.Is(err, routing.ErrUndecided) {
+	if _, err := throughput.New(routingtest.SeededRandom(1)).Pick(rc, routingtest.Candidates(rc)); !errors.Is(err, routing.ErrUndecided) {
 		t.Errorf("Pick error = %v, want %v", err, routing.ErrUndecided)
+	}
+	if _, _, ok := throughput.New(routingtest.SeededRandom(1)).PickPod(rc, routing.Eligibility{StaleAfter: routingtest.StaleAfter}); ok {
+		t.Error("PickPod chose a pod with no fresh metrics, want a decline")
 	}
 }
 
-func TestConcurrentScoresWhileMetricsChange(t *testing.T) {
-	const pods = 8
-	fleet := routingtest.NewFleet("llama", pods)
-	r := throughput.New()
-	start := time.Now().Add(-50 * time.Second)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for step := range 50 {
-			for i := range pods {
-				fleet.SetMetrics(i, endpoint.Metrics{GenerationTokens: float64(step * (i + 1)), ScrapedAt: start.Add(time.Duration(step) * time.Second)})
+// TestPickPodIsPick checks, over random fleets and limits, that PickPod chooses among
+// the pods a limit admits exactly as Pick chooses among their Candidates: the same pod,
+// ties included (both draws take the first tie), with its count.
+func TestPickPodIsPick(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(6, 1))
+	first := func(int) int { return 0 }
+	for iter := range 500 {
+		pods := 1 + rnd.IntN(12)
+		fleet := routingtest.NewFleet("llama", pods)
+		for i := range pods {
+			m := unrated(float64(rnd.IntN(5)))
+			if rnd.IntN(4) > 0 {
+				m = rated(float64(rnd.IntN(4))*37.5, m.Running)
+			}
+			switch rnd.IntN(5) {
+			case 0: // never scraped
+				continue
+			case 1:
+				m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
+			}
+			fleet.SetMetrics(i, m)
+			fleet.Reserve(i, rnd.IntN(5))
+		}
+		limit := int64(rnd.IntN(6)) // 0: no limit
+		rc := fleet.Context(routing.Request{})
+		var admitted []routing.Candidate
+		var index []int // admitted[j] is rc.Candidates[index[j]]
+		for i, c := range routingtest.Candidates(rc) {
+			if limit == 0 || c.InFlight < limit {
+				admitted, index = append(admitted, c), append(index, i)
 			}
 		}
-	})
-	for range 8 {
-		wg.Go(func() {
-			scores := make([]float64, pods)
-			for range 200 {
-				rc := fleet.Context(routing.Request{})
-				cands := routingtest.Candidates(rc)
-				if err := r.Score(rc, cands, scores); err != nil && !errors.Is(err, routing.ErrUndecided) {
-					t.Error(err)
-					return
-				}
+		r := throughput.New(first)
+		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
+		want, err := r.Pick(rc, admitted)
+		if err != nil {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
 			}
-		})
-	}
-	wg.Wait()
-	// Whatever snapshots the concurrent decisions saw, the Router now sees step 49,
-	// then step 50; every pod's throughput is constant.
-	if _, err := score(t, r, fleet, make([]*endpoint.Metrics, pods)); err != nil {
-		t.Fatalf("Score: %v", err)
-	}
-	last := make([]*endpoint.Metrics, pods)
-	for i := range pods {
-		last[i] = &endpoint.Metrics{GenerationTokens: float64(50 * (i + 1)), ScrapedAt: start.Add(50 * time.Second)}
-	}
-	got, err := score(t, r, fleet, last)
-	if err != nil {
-		t.Fatalf("Score: %v", err)
-	}
-	for i := range pods {
-		if want := -float64(i + 1); got[i] != want {
-			t.Errorf("pod %d scored %v, want %v (its tokens per second)", i, got[i], want)
+			continue
+		}
+		if !ok || got != index[want] || n != admitted[want].InFlight {
+			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
+				iter, got, n, ok, index[want], admitted[want].InFlight)
 		}
 	}
 }
 
 func TestRoute(t *testing.T) {
-	fleet := routingtest.NewFleet("llama", 3)
-	for i, running := range []float64{5, 0, 2} {
-		fleet.SetMetrics(i, snapshot(0, running, time.Now()))
-	}
-	rc := fleet.Context(routing.Request{})
-	router := routing.NewRouter(routing.Highest(throughput.New(), routingtest.SeededRandom(1)), routingtest.Options())
+	rc := fleetOf([]*endpoint.Metrics{new(unrated(5)), new(unrated(0)), new(unrated(2))}).Context(routing.Request{})
+	router := routing.NewRouter(throughput.New(routingtest.SeededRandom(1)), routingtest.Options())
 	target := routingtest.Route(t, router, rc)
 	defer target.Release(0)
 	if target.Pod.Key.Name != "p0001" {
-		t.Errorf("routed to %s, want p0001 (fewest running on first snapshots)", target.Pod.Key.Name)
+		t.Errorf("routed to %s, want p0001 (fewest running while no throughput is known)", target.Pod.Key.Name)
 	}
 }
 
@@ -201,25 +182,30 @@ func TestRoute(t *testing.T) {
 // request in flight counts towards its pod's projected throughput, so the burst spreads
 // over the pods instead of piling onto the one that looked idlest.
 func TestBurstBetweenScrapesSpreads(t *testing.T) {
-	fleet := routingtest.NewFleet("llama", 3)
-	r := throughput.New()
-	start := time.Now().Add(-time.Second)
-	// Two snapshots a second apart: pod 0 idle, pods 1 and 2 at 100 tokens/s with one request.
-	for i, rate := range []float64{0, 100, 100} {
-		running := min(rate, 1)
-		fleet.SetMetrics(i, snapshot(1000, running, start))
-		if _, err := score(t, r, fleet, make([]*endpoint.Metrics, 3)); err != nil {
-			t.Fatal(err)
-		}
-		fleet.SetMetrics(i, snapshot(1000+rate, running, start.Add(time.Second)))
-	}
-	router := routing.NewRouter(routing.Highest(r, routingtest.SeededRandom(1)), routingtest.Options())
+	// Pod 0 idle, pods 1 and 2 at 100 tokens/s with one request.
+	fleet := fleetOf([]*endpoint.Metrics{new(rated(0, 0)), new(rated(100, 1)), new(rated(100, 1))})
+	router := routing.NewRouter(throughput.New(routingtest.SeededRandom(1)), routingtest.Options())
 	for range 30 {
 		routingtest.Route(t, router, fleet.Context(routing.Request{}))
 	}
 	for i := range 3 {
 		if n := fleet.Pod(i).Load().InFlight(); n < 5 {
 			t.Errorf("pod %d has %d of 30 requests: the burst piled onto the others", i, n)
+		}
+	}
+}
+
+// TestBurstSpreadsEvenly checks that selection and reservation happen in one step: 1,000
+// concurrent decisions over 10 idle pods, none released, leave each with 100 ± 1
+// requests in flight.
+func TestBurstSpreadsEvenly(t *testing.T) {
+	fleet := fleetOf([]*endpoint.Metrics{new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)),
+		new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0))})
+	router := routing.NewRouter(throughput.New(routingtest.SeededRandom(1)), routingtest.Options())
+	routingtest.RouteBurst(t, router, fleet, 1000)
+	for i, p := range fleet.Pods() {
+		if n := p.Load().InFlight(); n < 99 || n > 101 {
+			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
 		}
 	}
 }
