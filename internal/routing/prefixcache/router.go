@@ -124,9 +124,11 @@ func New(cfg Config, rnd routing.Random) *Router {
 // out by the load guard scores -Inf. Score never returns an error.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
 	d := r.prepare(rc, cands)
+	var keys [16]endpoint.Key // the holders of most prompts' first block
+	holders := d.holders(keys[:0])
 	for i := range cands {
 		scores[i] = math.Inf(-1)
-		if t, ok := d.predict(i); ok {
+		if t, ok := d.predict(i, holders); ok {
 			scores[i] = -t
 		}
 	}
@@ -143,9 +145,11 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
 	d := r.prepare(rc, cands)
+	var keys [16]endpoint.Key
+	holders := d.holders(keys[:0])
 	var best choice
 	for i := range cands {
-		if t, ok := d.predict(i); ok {
+		if t, ok := d.predict(i, holders); ok {
 			best.offer(i, t, cands[i].InFlight, cands[i].Load(), r.rnd)
 		}
 	}
@@ -275,10 +279,10 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int6
 // decision is one request's view of its candidates: the prompt's block hashes and the
 // prediction of each candidate's time to first token.
 type decision struct {
-	r        *Router
-	rc       *routing.RoutingContext
-	cands    []routing.Candidate
-	hashes   []uint64
+	r      *Router
+	rc     *routing.RoutingContext
+	cands  []routing.Candidate
+	hashes []uint64
 	estimate ttft.Estimator
 	limit    int64 // the load guard: candidates with this many requests in flight or more are left out
 	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)
@@ -314,17 +318,27 @@ func (r *Router) promptTokens(rc *routing.RoutingContext) int64 {
 	return int64(len(rc.Prompt) / bytesPerToken)
 }
 
+// holders appends to dst the endpoints holding the prompt's first block: the only ones
+// that can hold any of its leading blocks, and so the only ones predict asks the index
+// about.
+func (d *decision) holders(dst []endpoint.Key) []endpoint.Key {
+	if len(d.hashes) == 0 {
+		return dst
+	}
+	return d.r.index.Holders(d.hashes[0], dst)
+}
+
 // predict returns the predicted time to first token on candidate i, in seconds, and
 // false when the load guard leaves it out. The prompt tokens the engine is expected to
-// hold are the leading blocks the index holds for the candidate, unless they are fewer
-// than MinMatchRatio of the prompt's blocks.
-func (d *decision) predict(i int) (float64, bool) {
+// hold are the leading blocks the index holds for the candidate (one of holders),
+// unless they are fewer than MinMatchRatio of the prompt's blocks.
+func (d *decision) predict(i int, holders []endpoint.Key) (float64, bool) {
 	c := &d.cands[i]
 	if c.InFlight >= d.limit {
 		return 0, false
 	}
 	held := 0
-	if len(d.hashes) > 0 {
+	if slices.Contains(holders, c.Key) {
 		if held = d.r.index.Match(c.Key, d.hashes, epochOf(c)); held < d.minHeld {
 			held = 0
 		}
