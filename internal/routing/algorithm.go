@@ -57,6 +57,50 @@ type PodPicker interface {
 	PickPod(rc *RoutingContext, e Eligibility) (i int, inFlight int64, ok bool)
 }
 
+// CellScorer is a Scorer that can also score straight from the hot cells of the pods a
+// decision admits, building no Candidate, so that a weighted policy whose terms all are
+// CellScorers decides as a PodPicker does.
+type CellScorer interface {
+	Scorer
+	// ScoreCells sets scores[j] to the score Score would set for the Candidate of pod
+	// pods.Index[j], with pods.InFlight[j] requests in flight, were the Candidates
+	// exactly those of the pods listed. It fails as Score does.
+	ScoreCells(rc *RoutingContext, pods Admitted, scores []float64) error
+}
+
+// Admitted lists the pods of one decision that an Eligibility admits, with the in-flight
+// count read for each.
+type Admitted struct {
+	// Index holds indices in rc.Candidates and rc.Cells, ascending.
+	Index []int
+	// InFlight holds the count read for each, index for index.
+	InFlight []int64
+	// Oldest is the earliest scrape time of fresh metrics, in Unix nanoseconds
+	// (Eligibility.Oldest).
+	Oldest int64
+}
+
+// RankUnknownLastOf is RankUnknownLast for scores in which NaN marks a candidate without
+// fresh metrics, as a CellScorer's may. It reports whether some score was not NaN; when
+// none was, it leaves scores as they are.
+func RankUnknownLastOf(scores []float64) bool {
+	lowest, known := 0.0, false
+	for _, s := range scores {
+		if s == s && (!known || s < lowest) {
+			lowest, known = s, true
+		}
+	}
+	if !known {
+		return false
+	}
+	for j, s := range scores {
+		if s != s {
+			scores[j] = lowest - 1
+		}
+	}
+	return true
+}
+
 // Eligibility is how a PodPicker sees the pods as the router would offer them as
 // Candidates: which it may choose, and which metrics are fresh.
 type Eligibility struct {

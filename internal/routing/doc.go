@@ -4,7 +4,9 @@
 // that a Router resolves with a Target (an endpoint already reserved for the request) or
 // rejects with an error. Routing algorithms live in sub-packages, one per strategy; each
 // implements Scorer (rank the candidates) and, where it needs more than "highest score
-// wins", Picker. NewRouter turns a Picker into a synchronous Router that selects and
+// wins", Picker. Most also decide straight from the candidates' hot cells (PodPicker,
+// CellScorer), so that a decision over thousands of endpoints reads one small cell each
+// and builds no Candidate. NewRouter turns a Picker into a synchronous Router that selects and
 // reserves in one step; NewQueue turns one into an asynchronous Router that holds
 // requests, bounded per model and in time, while every candidate is at its concurrency
 // limit, in an Admission that every router of the process shares.

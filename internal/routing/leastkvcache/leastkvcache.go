@@ -1,6 +1,8 @@
 package leastkvcache
 
 import (
+	"math"
+
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -16,8 +18,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer    = (*Router)(nil)
-	_ routing.PodPicker = (*Router)(nil)
+	_ routing.CellScorer = (*Router)(nil)
+	_ routing.PodPicker  = (*Router)(nil)
 )
 
 // New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
@@ -174,5 +176,25 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 		return routing.ErrUndecided
 	}
 	routing.RankUnknownLast(cands, scores)
+	return nil
+}
+
+// ScoreCells is Score straight from the hot cells of pods.
+func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
+	g := shareOf{rc: rc, share: defaultRequestShare}
+	for j, i := range pods.Index {
+		kv := rc.Cells[i].KV()
+		if kv.ScrapedAt < pods.Oldest {
+			scores[j] = math.NaN() // unknown
+			continue
+		}
+		if kv.BlockSize != g.blockSize || kv.NumGPUBlocks != g.blocks {
+			g.set(kv)
+		}
+		scores[j] = 1 - (kv.Usage + float64(pods.InFlight[j])*g.share)
+	}
+	if !routing.RankUnknownLastOf(scores[:len(pods.Index)]) {
+		return routing.ErrUndecided
+	}
 	return nil
 }

@@ -150,3 +150,7 @@ func TestBurstBetweenScrapesSpreads(t *testing.T) {
 		}
 	}
 }
+
+func TestScoreCellsIsScore(t *testing.T) {
+	routingtest.CheckScoreCellsIsScore(t, leastkvcache.New(routingtest.SeededRandom(1)), nil)
+}

@@ -3,6 +3,7 @@ package leastlatency
 import (
 	"math"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/ttft"
 )
@@ -20,8 +21,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer    = (*Router)(nil)
-	_ routing.PodPicker = (*Router)(nil)
+	_ routing.CellScorer = (*Router)(nil)
+	_ routing.PodPicker  = (*Router)(nil)
 )
 
 // New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
@@ -100,21 +101,44 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	prompt, output := lengths(rc)
 	var best routing.Lowest
 	for i, h := range cells {
-		n := h.InFlight()
-		if n >= limit || h.ScrapedAt() < oldest {
-			continue
+		if n := h.InFlight(); n < limit && h.ScrapedAt() >= oldest {
+			best.Offer(i, latency(&est, h, n, prompt, output), n, r.rnd)
 		}
-		b := h.Backlog()
-		t, idle := est.Idle(&b, n, prompt)
-		if idle {
-			t += est.Decode(h.Speed(), output)
-		} else {
-			t = est.Cell(h, n, prompt, output)
-		}
-		best.Offer(i, t, n, r.rnd)
 	}
 	if !best.Offered() { // the pool was learnt, but no admitted pod is fresh now
 		return 0, 0, false
 	}
 	return best.Chosen(r.rnd), best.InFlight, true
+}
+
+// ScoreCells is Score straight from the hot cells of pods.
+func (*Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
+	var fleet ttft.Fleet
+	for _, i := range pods.Index {
+		fleet.AddCell(rc.Cells[i], pods.Oldest)
+	}
+	est := fleet.Estimator(rc.Now)
+	if !est.Learnt() {
+		return routing.ErrUndecided
+	}
+	prompt, output := lengths(rc)
+	for j, i := range pods.Index {
+		if h := rc.Cells[i]; h.ScrapedAt() >= pods.Oldest {
+			scores[j] = -latency(&est, h, pods.InFlight[j], prompt, output)
+		} else {
+			scores[j] = math.NaN() // unknown
+		}
+	}
+	routing.RankUnknownLastOf(scores[:len(pods.Index)])
+	return nil
+}
+
+// latency is the Estimator's Latency for the pod of hot cell h, whose metrics are
+// fresh, with n requests of this process in flight there.
+func latency(est *ttft.Estimator, h *cache.Hot, n int64, prompt, output float64) float64 {
+	b := h.Backlog()
+	if t, idle := est.Idle(&b, n, prompt); idle {
+		return t + est.Decode(h.Speed(), output)
+	}
+	return est.Cell(h, n, prompt, output)
 }

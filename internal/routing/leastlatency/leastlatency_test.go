@@ -229,3 +229,7 @@ func TestBurstSpreadsEvenly(t *testing.T) {
 		}
 	}
 }
+
+func TestScoreCellsIsScore(t *testing.T) {
+	routingtest.CheckScoreCellsIsScore(t, leastlatency.New(routingtest.SeededRandom(1)), nil)
+}

@@ -11,8 +11,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer    = (*Router)(nil)
-	_ routing.PodPicker = (*Router)(nil)
+	_ routing.CellScorer = (*Router)(nil)
+	_ routing.PodPicker  = (*Router)(nil)
 )
 
 // New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
@@ -25,6 +25,14 @@ func New(rnd routing.Random) *Router {
 func (*Router) Score(_ *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
 	for i, c := range cands {
 		scores[i] = -float64(c.InFlight)
+	}
+	return nil
+}
+
+// ScoreCells is Score for pods.
+func (*Router) ScoreCells(_ *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
+	for j, n := range pods.InFlight {
+		scores[j] = -float64(n)
 	}
 	return nil
 }

@@ -119,3 +119,7 @@ func TestBurstSpreadsEvenly(t *testing.T) {
 		}
 	}
 }
+
+func TestScoreCellsIsScore(t *testing.T) {
+	routingtest.CheckScoreCellsIsScore(t, leastrequest.New(routingtest.SeededRandom(1)), nil)
+}

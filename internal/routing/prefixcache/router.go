@@ -107,9 +107,9 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer    = (*Router)(nil)
-	_ routing.PodPicker = (*Router)(nil)
-	_ routing.Learner   = (*Router)(nil)
+	_ routing.CellScorer = (*Router)(nil)
+	_ routing.PodPicker  = (*Router)(nil)
+	_ routing.Learner    = (*Router)(nil)
 )
 
 // New returns a Router configured by cfg, zero fields defaulted, that breaks ties with
@@ -130,6 +130,35 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 		scores[i] = math.Inf(-1)
 		if t, ok := d.predict(i, holders); ok {
 			scores[i] = -t
+		}
+	}
+	return nil
+}
+
+// ScoreCells is Score straight from the hot cells of pods: it asks the index only about
+// the endpoints holding the prompt's first block.
+func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
+	cells := rc.Cells
+	var fleet ttft.Fleet
+	idlest := int64(math.MaxInt64)
+	for j, i := range pods.Index {
+		idlest = min(idlest, pods.InFlight[j])
+		fleet.AddCell(cells[i], pods.Oldest)
+	}
+	estimate, limit := fleet.Estimator(rc.Now), idlest+r.cfg.LoadImbalanceThreshold
+	tokens := r.promptTokens(rc)
+	var matchBuf [16]match
+	admitted := func(i int) (int, bool) { return slices.BinarySearch(pods.Index, i) }
+	matches := r.matches(rc, r.hashes(rc), admitted, matchBuf[:0])
+	for j, i := range pods.Index {
+		uncached := tokens
+		if len(matches) > 0 && matches[0].candidate == j {
+			uncached -= int64(matches[0].blocks * r.cfg.BlockSize)
+			matches = matches[1:]
+		}
+		scores[j] = math.Inf(-1)
+		if n := pods.InFlight[j]; n < limit {
+			scores[j] = -cellTTFT(&estimate, cells[i], n, float64(uncached), pods.Oldest)
 		}
 	}
 	return nil
@@ -195,7 +224,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
 	tokens := r.promptTokens(rc)
 	var matchBuf [16]match // the matches of most prompts
-	matches := r.matches(rc, r.hashes(rc), limit, matchBuf[:0])
+	admitted := func(i int) (int, bool) { return i, cells[i].InFlight() < limit }
+	matches := r.matches(rc, r.hashes(rc), admitted, matchBuf[:0])
 
 	// The pods holding leading blocks are the likeliest to win: they are predicted first,
 	// and the soonest of their predictions bounds the winner's, so that most other pods
@@ -253,10 +283,11 @@ type match struct {
 	ttft              float64
 }
 
-// matches appends to dst the candidates of rc below limit that hold at least
-// MinMatchRatio of the prompt's blocks hashes in leading blocks (and at least one), in
-// candidate order.
-func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int64, dst []match) []match {
+// matches appends to dst the candidates of rc that admitted admits and that hold at
+// least MinMatchRatio of the prompt's blocks hashes in leading blocks (and at least
+// one), in candidate order; admitted maps a candidate's index in rc.Candidates to the
+// one its match records, and reports whether the candidate is admitted.
+func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, admitted func(int) (int, bool), dst []match) []match {
 	if len(hashes) == 0 {
 		return dst
 	}
@@ -265,11 +296,15 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int6
 	minHeld := max(r.minHeld(rc), 1)
 	for _, k := range holders {
 		i, ok := cache.FindPod(rc.Candidates, k)
-		if !ok || rc.Cells[i].InFlight() >= limit {
+		if !ok {
+			continue
+		}
+		j, ok := admitted(i)
+		if !ok {
 			continue
 		}
 		if held := r.index.Match(k, hashes, rc.Cells[i].Epoch()); held >= minHeld {
-			dst = append(dst, match{candidate: i, blocks: held})
+			dst = append(dst, match{candidate: j, blocks: held})
 		}
 	}
 	slices.SortFunc(dst, func(a, b match) int { return cmp.Compare(a.candidate, b.candidate) })
@@ -279,10 +314,10 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, limit int6
 // decision is one request's view of its candidates: the prompt's block hashes and the
 // prediction of each candidate's time to first token.
 type decision struct {
-	r      *Router
-	rc     *routing.RoutingContext
-	cands  []routing.Candidate
-	hashes []uint64
+	r        *Router
+	rc       *routing.RoutingContext
+	cands    []routing.Candidate
+	hashes   []uint64
 	estimate ttft.Estimator
 	limit    int64 // the load guard: candidates with this many requests in flight or more are left out
 	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)

@@ -671,3 +671,18 @@ func TestPromptHashedUpToTheBound(t *testing.T) {
 		t.Errorf("match ratios %v, want %v (of all the prompt's blocks)", matched, want)
 	}
 }
+
+// TestScoreCellsIsScore checks ScoreCells against Score over random fleets whose pods
+// the index holds random prompts for.
+func TestScoreCellsIsScore(t *testing.T) {
+	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "aaaabbbbeeee", "ffffgggg", "aaaa"}
+	for _, ratio := range []float64{0, 0.5} {
+		r := prefixcache.New(prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: 2, MinMatchRatio: ratio}, routingtest.SeededRandom(1))
+		routingtest.CheckScoreCellsIsScore(t, r, func(fleet *routingtest.Fleet, rnd *rand.Rand) {
+			for range rnd.IntN(12) {
+				rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]})
+				r.Learn(rc, fleet.Pod(rnd.IntN(len(fleet.Pods()))))
+			}
+		})
+	}
+}

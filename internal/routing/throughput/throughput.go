@@ -1,6 +1,8 @@
 package throughput
 
 import (
+	"math"
+
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -16,8 +18,8 @@ type Router struct {
 }
 
 var (
-	_ routing.Scorer    = (*Router)(nil)
-	_ routing.PodPicker = (*Router)(nil)
+	_ routing.CellScorer = (*Router)(nil)
+	_ routing.PodPicker  = (*Router)(nil)
 )
 
 // New returns a Router that breaks ties with rnd, which MUST be safe for concurrent use.
@@ -152,4 +154,27 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		return 0, 0, false
 	}
 	return best.Chosen(r.rnd), best.InFlight, true
+}
+
+// ScoreCells is Score straight from the hot cells of pods.
+func (*Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
+	var f fleet
+	for _, i := range pods.Index {
+		if t := rc.Cells[i].Throughput(); t.ScrapedAt >= pods.Oldest {
+			f.add(t.TokensPerSecond, t.Known, t.Running)
+		}
+	}
+	f.done()
+	if f.known == 0 {
+		return routing.ErrUndecided
+	}
+	for j, i := range pods.Index {
+		if t := rc.Cells[i].Throughput(); t.ScrapedAt >= pods.Oldest {
+			scores[j] = -f.projected(t.TokensPerSecond, t.Running, pods.InFlight[j])
+		} else {
+			scores[j] = math.NaN() // unknown
+		}
+	}
+	routing.RankUnknownLastOf(scores[:len(pods.Index)])
+	return nil
 }

@@ -209,3 +209,7 @@ func TestBurstSpreadsEvenly(t *testing.T) {
 		}
 	}
 }
+
+func TestScoreCellsIsScore(t *testing.T) {
+	routingtest.CheckScoreCellsIsScore(t, throughput.New(routingtest.SeededRandom(1)), nil)
+}

@@ -15,6 +15,10 @@
 // terms' scores are combined: their own pickers' logic, such as a load guard, does not
 // apply, while their learners do learn every routed request.
 //
+// When every term's scorer also scores from hot cells (routing.CellScorer), as those of
+// least-request, least-kv-cache, least-latency, throughput and prefix-cache do, a
+// decision reads each pod's cell rather than building Candidates.
+//
 // The package owns the combination only. It does not build the terms from strategy
 // names or validate a RoutingPolicy; the strategies registry does.
 package weighted

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
@@ -29,18 +31,26 @@ type Term struct {
 // +Inf counts as 1, -Inf and NaN as 0) and multiplied by its weight; a candidate's
 // total is the sum over the terms. A term that returns routing.ErrUndecided
 // adds nothing; if every term does, the Router returns routing.ErrUndecided.
+//
+// When every term's scorer is a routing.CellScorer, a decision reads the pods' hot cells
+// (PickPod) into buffers kept from one decision to the next, and builds no Candidate.
 type Router struct {
 	// terms are the terms of positive weight.
 	terms []Term
+	// cells holds the terms' scorers as CellScorers, index for index, when every one is;
+	// nil otherwise.
+	cells []routing.CellScorer
 	// learners are the terms' scorers that learn from routed requests.
 	learners []routing.Learner
 	rnd      routing.Random
+	// buffers holds *buffers for PickPod.
+	buffers sync.Pool
 }
 
 var (
-	_ routing.Scorer  = (*Router)(nil)
-	_ routing.Picker  = (*Router)(nil)
-	_ routing.Learner = (*Router)(nil)
+	_ routing.Scorer    = (*Router)(nil)
+	_ routing.PodPicker = (*Router)(nil)
+	_ routing.Learner   = (*Router)(nil)
 )
 
 // New returns a Router over terms; rnd breaks ties between equal totals. It returns an
@@ -71,6 +81,14 @@ func New(terms []Term, rnd routing.Random) (*Router, error) {
 	if len(r.terms) == 0 {
 		return nil, errors.New("weighted router needs a term of positive weight")
 	}
+	for _, t := range r.terms {
+		c, ok := t.Scorer.(routing.CellScorer)
+		if !ok {
+			r.cells = nil
+			break
+		}
+		r.cells = append(r.cells, c)
+	}
 	return r, nil
 }
 
@@ -90,6 +108,48 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 		return 0, err
 	}
 	return routing.ArgMax(totals, r.rnd), nil
+}
+
+// PickPod is Pick straight from the hot cells of the pods e admits, when every term's
+// scorer is a routing.CellScorer. It declines otherwise, when e admits no pod, and when
+// Pick would fail, for Pick to say why.
+func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
+	if r.cells == nil {
+		return 0, 0, false
+	}
+	b, _ := r.buffers.Get().(*buffers)
+	if b == nil {
+		b = new(buffers)
+	}
+	defer r.buffers.Put(b)
+	pods := routing.Admitted{Index: b.index[:0], InFlight: b.inFlight[:0], Oldest: e.Oldest(rc.Now)}
+	limit := e.Bound()
+	for i, h := range rc.Cells {
+		if n := h.InFlight(); n < limit {
+			pods.Index, pods.InFlight = append(pods.Index, i), append(pods.InFlight, n)
+		}
+	}
+	b.index, b.inFlight = pods.Index, pods.InFlight
+	n := len(pods.Index)
+	if n == 0 {
+		return 0, 0, false
+	}
+	b.scores = slices.Grow(b.scores[:0], 2*n)[:2*n]
+	totals := b.scores[:n]
+	if err := r.combine(totals, b.scores[n:], func(k int, scores []float64) error {
+		return r.cells[k].ScoreCells(rc, pods, scores)
+	}); err != nil {
+		return 0, 0, false
+	}
+	j := routing.ArgMax(totals, r.rnd)
+	return pods.Index[j], pods.InFlight[j], true
+}
+
+// buffers are what one PickPod call writes, kept for the next.
+type buffers struct {
+	index    []int
+	inFlight []int64
+	scores   []float64 // the totals, then one term's scores
 }
 
 // Learn passes the routed request on to every term that learns and returns their
@@ -122,10 +182,18 @@ func (rs receipts) Settle(u routing.Usage) {
 // total sets totals to the candidates' weighted totals, using scratch, as long as
 // cands, for one term's scores at a time.
 func (r *Router) total(rc *routing.RoutingContext, cands []routing.Candidate, totals, scratch []float64) error {
+	return r.combine(totals, scratch, func(k int, scores []float64) error {
+		return r.terms[k].Scorer.Score(rc, cands, scores)
+	})
+}
+
+// combine sets totals to the weighted totals of the terms' scores, which score writes
+// into scratch (as long as totals) for the k-th term, one term at a time.
+func (r *Router) combine(totals, scratch []float64, score func(k int, scores []float64) error) error {
 	clear(totals)
 	decided := false
-	for _, t := range r.terms {
-		err := t.Scorer.Score(rc, cands, scratch)
+	for k, t := range r.terms {
+		err := score(k, scratch)
 		if errors.Is(err, routing.ErrUndecided) {
 			continue
 		}

@@ -3,6 +3,7 @@ package weighted_test
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -10,7 +11,12 @@ import (
 
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
+	"github.com/switchboard-llm/switchboard/internal/routing/leastkvcache"
+	"github.com/switchboard-llm/switchboard/internal/routing/leastlatency"
+	"github.com/switchboard-llm/switchboard/internal/routing/leastrequest"
+	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
+	"github.com/switchboard-llm/switchboard/internal/routing/throughput"
 	"github.com/switchboard-llm/switchboard/internal/routing/weighted"
 )
 
@@ -297,3 +303,58 @@ func TestRouterRoutesByTheTotal(t *testing.T) {
 type firstCandidate struct{}
 
 func (firstCandidate) Pick(*routing.RoutingContext, []routing.Candidate) (int, error) { return 0, nil }
+
+// TestPickPodIsPick checks, over random fleets, requests and limits, that PickPod
+// chooses among the pods a limit admits exactly as Pick chooses among their Candidates,
+// ties included (every draw takes the first tie), with its count, when every term
+// scores from the hot cells; and that it declines when one does not.
+func TestPickPodIsPick(t *testing.T) {
+	first := func(int) int { return 0 }
+	rnd := rand.New(rand.NewPCG(2, 5))
+	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "ffffgggg", "x"}
+	for iter := range 300 {
+		fleet := routingtest.RandomFleet(rnd)
+		pc := prefixcache.New(prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: 3}, first)
+		for range rnd.IntN(8) {
+			pc.Learn(fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]}), fleet.Pod(rnd.IntN(len(fleet.Pods()))))
+		}
+		r, err := weighted.New([]weighted.Term{
+			{Name: "least-kv-cache", Scorer: leastkvcache.New(first), Weight: 2},
+			{Name: "prefix-cache", Scorer: pc, Weight: 1},
+			{Name: "least-request", Scorer: leastrequest.New(first), Weight: float64(rnd.IntN(2))},
+			{Name: "least-latency", Scorer: leastlatency.New(first), Weight: float64(rnd.IntN(2))},
+			{Name: "throughput", Scorer: throughput.New(first), Weight: float64(rnd.IntN(2))},
+		}, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))], PromptTokens: int64(rnd.IntN(2000))})
+		limit := int64(rnd.IntN(6)) // 0: no limit
+		pods, cands := routingtest.Admitted(rc, limit)
+		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
+		if len(cands) == 0 {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d with no pod admitted, want a decline", iter, got)
+			}
+			continue
+		}
+		want, err := r.Pick(rc, cands)
+		if err != nil {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
+			}
+			continue
+		}
+		if !ok || got != pods.Index[want] || n != pods.InFlight[want] {
+			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
+				iter, got, n, ok, pods.Index[want], pods.InFlight[want])
+		}
+	}
+
+	r := mustNew(t, weighted.Term{Name: "least-request", Scorer: leastrequest.New(first), Weight: 1},
+		weighted.Term{Name: "fixed", Scorer: fixed{1, 2, 3}, Weight: 1})
+	rc, _ := contextOf(3)
+	if i, _, ok := r.PickPod(rc, routing.Eligibility{StaleAfter: routingtest.StaleAfter}); ok {
+		t.Errorf("PickPod = %d with a term that scores only Candidates, want a decline", i)
+	}
+}
