@@ -162,55 +162,11 @@ func TestRoute(t *testing.T) {
 	}
 }
 
-// TestPickPodIsPick checks, over random fleets and limits, that PickPod chooses among
-// the pods a limit admits exactly as Pick chooses among their Candidates: the same pod,
-// ties included (both draws take the first tie), with its count.
+// TestPickPodIsPick checks PickPod against Pick over random fleets and limits.
 func TestPickPodIsPick(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(4, 2))
-	first := func(int) int { return 0 }
-	for iter := range 500 {
-		pods := 1 + rnd.IntN(12)
-		fleet := routingtest.NewFleet("llama", pods)
-		for i := range pods {
-			m := endpoint.Metrics{Running: float64(rnd.IntN(6)), Waiting: float64(rnd.IntN(3)), LocalInFlight: int64(rnd.IntN(3))}
-			if rnd.IntN(3) > 0 {
-				m.Profile = endpoint.Profile{Slots: float64(rnd.IntN(6)), PrefillPerToken: 1e-4 * float64(1+rnd.IntN(3)),
-					Service: float64(1 + rnd.IntN(3)), DecodePerToken: 0.01 * float64(1+rnd.IntN(3)), PrefilledTokens: 1e6, Requests: 1e3}
-			}
-			switch rnd.IntN(4) {
-			case 0: // never scraped
-				continue
-			case 1:
-				m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
-			}
-			fleet.SetMetrics(i, m)
-		}
-		for i := range pods {
-			fleet.Reserve(i, rnd.IntN(5))
-		}
-		limit := int64(rnd.IntN(6)) // 0: no limit
-		rc := fleet.Context(routing.Request{PromptTokens: int64(rnd.IntN(3000)), MaxTokens: int64(rnd.IntN(300))})
-		var admitted []routing.Candidate
-		var index []int // admitted[j] is rc.Candidates[index[j]]
-		for i, c := range routingtest.Candidates(rc) {
-			if limit == 0 || c.InFlight < limit {
-				admitted, index = append(admitted, c), append(index, i)
-			}
-		}
-		r := leastlatency.New(first)
-		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
-		want, err := r.Pick(rc, admitted)
-		if err != nil {
-			if ok {
-				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
-			}
-			continue
-		}
-		if !ok || got != index[want] || n != admitted[want].InFlight {
-			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
-				iter, got, n, ok, index[want], admitted[want].InFlight)
-		}
-	}
+	routingtest.CheckPickPodIsPick(t, func(*routingtest.Fleet, *rand.Rand) routing.PodPicker {
+		return leastlatency.New(routingtest.FirstTie)
+	})
 }
 
 // TestBurstSpreadsEvenly checks that a burst over idle pods, whose latencies are equal,
@@ -222,12 +178,7 @@ func TestBurstSpreadsEvenly(t *testing.T) {
 		fleet.SetMetrics(i, pod{prefill: 0.001, decode: 0.02, service: 2}.metrics())
 	}
 	router := routing.NewRouter(leastlatency.New(routingtest.SeededRandom(1)), routingtest.Options())
-	routingtest.RouteBurst(t, router, fleet, 1000)
-	for i, p := range fleet.Pods() {
-		if n := p.Load().InFlight(); n < 99 || n > 101 {
-			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
-		}
-	}
+	routingtest.CheckBurstSpreadsEvenly(t, router, fleet)
 }
 
 func TestScoreCellsIsScore(t *testing.T) {

@@ -206,65 +206,25 @@ func TestPick(t *testing.T) {
 	}
 }
 
-// TestPickPodIsPick checks, over random fleets, indexes and limits, that PickPod chooses
-// among the pods a limit admits exactly as Pick chooses among their Candidates: the same
-// pod, ties included (both draws always take the last tie), with its count.
+// TestPickPodIsPick checks PickPod against Pick over random fleets, limits and indexes
+// (both draws always take the first tie).
 func TestPickPodIsPick(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(3, 9))
-	last := func(int) int { return 0 } // reservoir sampling: each tie replaces the last
-	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "aaaabbbbeeee", "ffffgggg", "aaaa", "x"}
-	for iter := range 500 {
-		pods := 1 + rnd.IntN(12)
-		fleet := routingtest.NewFleet("llama", pods)
+	routingtest.CheckPickPodIsPick(t, func(fleet *routingtest.Fleet, rnd *rand.Rand) routing.PodPicker {
 		cfg := prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: int64(1 + rnd.IntN(4)), Pods: fleet.Cache}
 		if rnd.IntN(3) == 0 {
 			cfg.MinMatchRatio = 0.5
 		}
-		r := prefixcache.New(cfg, last)
-		for i := range pods {
-			m := endpoint.Metrics{Running: float64(rnd.IntN(10)), Waiting: float64(rnd.IntN(3)),
-				LocalInFlight: int64(rnd.IntN(4)), Profile: endpoint.Profile{Epoch: uint64(rnd.IntN(2))}}
-			if rnd.IntN(2) == 0 {
-				m.Profile = endpoint.Profile{Epoch: m.Profile.Epoch, Slots: float64(rnd.IntN(9)),
-					PrefillPerToken: 1e-4 * float64(1+rnd.IntN(3)), Service: float64(1 + rnd.IntN(3)),
-					DecodePerToken: 0.02, PrefilledTokens: 1e6, Requests: 1e3}
-			}
-			switch rnd.IntN(4) {
-			case 0: // never scraped
-				continue
-			case 1:
-				m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
-			}
-			fleet.SetMetrics(i, m)
-		}
-		for range rnd.IntN(12) {
-			rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]})
-			r.Learn(rc, fleet.Pod(rnd.IntN(pods)))
-		}
-		for i := range pods {
-			fleet.Reserve(i, rnd.IntN(6))
-		}
-		limit := int64(rnd.IntN(7)) // 0: no limit
-		rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]})
-		var admitted []routing.Candidate
-		var index []int // admitted[j] is rc.Candidates[index[j]]
-		for i, c := range routingtest.Candidates(rc) {
-			if limit == 0 || c.InFlight < limit {
-				admitted, index = append(admitted, c), append(index, i)
-			}
-		}
-		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
-		if len(admitted) == 0 {
-			if ok {
-				t.Fatalf("iteration %d: PickPod = %d with no pod admitted, want a decline", iter, got)
-			}
-			continue
-		}
-		want, err := r.Pick(rc, admitted)
-		if err != nil || !ok || got != index[want] || n != admitted[want].InFlight {
-			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight), %v",
-				iter, got, n, ok, index[want], admitted[want].InFlight, err)
-		}
+		r := prefixcache.New(cfg, routingtest.FirstTie)
+		learnRandomPrompts(r, fleet, rnd)
+		return r
+	})
+}
+
+// learnRandomPrompts teaches r up to 11 of routingtest.Prompts on random pods of fleet.
+func learnRandomPrompts(r *prefixcache.Router, fleet *routingtest.Fleet, rnd *rand.Rand) {
+	for range rnd.IntN(12) {
+		rc := fleet.Context(routing.Request{Prompt: routingtest.Prompts[rnd.IntN(len(routingtest.Prompts))]})
+		r.Learn(rc, fleet.Pod(rnd.IntN(len(fleet.Pods()))))
 	}
 }
 
@@ -675,14 +635,10 @@ func TestPromptHashedUpToTheBound(t *testing.T) {
 // TestScoreCellsIsScore checks ScoreCells against Score over random fleets whose pods
 // the index holds random prompts for.
 func TestScoreCellsIsScore(t *testing.T) {
-	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "aaaabbbbeeee", "ffffgggg", "aaaa"}
 	for _, ratio := range []float64{0, 0.5} {
 		r := prefixcache.New(prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: 2, MinMatchRatio: ratio}, routingtest.SeededRandom(1))
 		routingtest.CheckScoreCellsIsScore(t, r, func(fleet *routingtest.Fleet, rnd *rand.Rand) {
-			for range rnd.IntN(12) {
-				rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]})
-				r.Learn(rc, fleet.Pod(rnd.IntN(len(fleet.Pods()))))
-			}
+			learnRandomPrompts(r, fleet, rnd)
 		})
 	}
 }

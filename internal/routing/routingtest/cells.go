@@ -64,14 +64,12 @@ func Admitted(rc *routing.RoutingContext, limit int64) (routing.Admitted, []rout
 func CheckScoreCellsIsScore(t *testing.T, s routing.CellScorer, prepare func(*Fleet, *rand.Rand)) {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(12, 21))
-	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "aaaabbbbeeee", "ffffgggg", "aaaa", "x", ""}
 	for iter := range 300 {
 		fleet := RandomFleet(rnd)
 		if prepare != nil {
 			prepare(fleet, rnd)
 		}
-		rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))],
-			PromptTokens: int64(rnd.IntN(3000)), MaxTokens: int64(rnd.IntN(300))})
+		rc := fleet.Context(randomRequest(rnd))
 		pods, cands := Admitted(rc, int64(rnd.IntN(6)))
 		if len(cands) == 0 {
 			continue
@@ -90,4 +88,53 @@ func CheckScoreCellsIsScore(t *testing.T, s routing.CellScorer, prepare func(*Fl
 			}
 		}
 	}
+}
+
+// FirstTie is a routing.Random that always draws 0: every draw, of ArgMax, Ties or
+// reservoir sampling, then takes the same tie, so that two ways of choosing that agree
+// choose the same candidate.
+func FirstTie(int) int { return 0 }
+
+// CheckPickPodIsPick checks, over 300 random fleets (RandomFleet), requests and limits,
+// that PickPod chooses among the pods a limit admits exactly as Pick chooses among their
+// Candidates: the same pod, with its count; and that it declines where no pod is
+// admitted or Pick fails. newPicker returns the picker for each fleet, drawing with
+// FirstTie, and may teach it about the fleet with rnd.
+func CheckPickPodIsPick(t *testing.T, newPicker func(*Fleet, *rand.Rand) routing.PodPicker) {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(3, 9))
+	for iter := range 300 {
+		fleet := RandomFleet(rnd)
+		p := newPicker(fleet, rnd)
+		rc := fleet.Context(randomRequest(rnd))
+		limit := int64(rnd.IntN(6)) // 0: no limit
+		pods, cands := Admitted(rc, limit)
+		got, n, ok := p.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: StaleAfter})
+		if len(cands) == 0 {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d with no pod admitted, want a decline", iter, got)
+			}
+			continue
+		}
+		want, err := p.Pick(rc, cands)
+		if err != nil {
+			if ok {
+				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
+			}
+			continue
+		}
+		if !ok || got != pods.Index[want] || n != pods.InFlight[want] {
+			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
+				iter, got, n, ok, pods.Index[want], pods.InFlight[want])
+		}
+	}
+}
+
+// Prompts are the prompts of the random requests of CheckScoreCellsIsScore and
+// CheckPickPodIsPick, sharing leading blocks of one, two or four bytes.
+var Prompts = []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "aaaabbbbeeee", "ffffgggg", "aaaa", "x", ""}
+
+// randomRequest returns a request with one of Prompts and random lengths.
+func randomRequest(rnd *rand.Rand) routing.Request {
+	return routing.Request{Prompt: Prompts[rnd.IntN(len(Prompts))], PromptTokens: int64(rnd.IntN(3000)), MaxTokens: int64(rnd.IntN(300))}
 }

@@ -48,3 +48,18 @@ func RouteBurst(t testing.TB, router routing.Router, f *Fleet, n int) {
 	close(start)
 	wg.Wait()
 }
+
+// CheckBurstSpreadsEvenly routes a burst of 100 requests per pod of f through router
+// (RouteBurst) and fails t unless every pod ends with 100 ± 1 of them in flight: what a
+// router whose choice and reservation are one step does with idle pods its algorithm
+// rates alike.
+func CheckBurstSpreadsEvenly(t testing.TB, router routing.Router, f *Fleet) {
+	t.Helper()
+	pods := f.Pods()
+	RouteBurst(t, router, f, 100*len(pods))
+	for i, p := range pods {
+		if n := p.Load().InFlight(); n < 99 || n > 101 {
+			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
+		}
+	}
+}

@@ -120,52 +120,11 @@ func TestUnknownMetricsAreUndecided(t *testing.T) {
 	}
 }
 
-// TestPickPodIsPick checks, over random fleets and limits, that PickPod chooses among
-// the pods a limit admits exactly as Pick chooses among their Candidates: the same pod,
-// ties included (both draws take the first tie), with its count.
+// TestPickPodIsPick checks PickPod against Pick over random fleets and limits.
 func TestPickPodIsPick(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(6, 1))
-	first := func(int) int { return 0 }
-	for iter := range 500 {
-		pods := 1 + rnd.IntN(12)
-		fleet := routingtest.NewFleet("llama", pods)
-		for i := range pods {
-			m := unrated(float64(rnd.IntN(5)))
-			if rnd.IntN(4) > 0 {
-				m = rated(float64(rnd.IntN(4))*37.5, m.Running)
-			}
-			switch rnd.IntN(5) {
-			case 0: // never scraped
-				continue
-			case 1:
-				m.ScrapedAt = time.Now().Add(-2 * routingtest.StaleAfter)
-			}
-			fleet.SetMetrics(i, m)
-			fleet.Reserve(i, rnd.IntN(5))
-		}
-		limit := int64(rnd.IntN(6)) // 0: no limit
-		rc := fleet.Context(routing.Request{})
-		var admitted []routing.Candidate
-		var index []int // admitted[j] is rc.Candidates[index[j]]
-		for i, c := range routingtest.Candidates(rc) {
-			if limit == 0 || c.InFlight < limit {
-				admitted, index = append(admitted, c), append(index, i)
-			}
-		}
-		r := throughput.New(first)
-		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
-		want, err := r.Pick(rc, admitted)
-		if err != nil {
-			if ok {
-				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
-			}
-			continue
-		}
-		if !ok || got != index[want] || n != admitted[want].InFlight {
-			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
-				iter, got, n, ok, index[want], admitted[want].InFlight)
-		}
-	}
+	routingtest.CheckPickPodIsPick(t, func(*routingtest.Fleet, *rand.Rand) routing.PodPicker {
+		return throughput.New(routingtest.FirstTie)
+	})
 }
 
 func TestRoute(t *testing.T) {
@@ -202,12 +161,7 @@ func TestBurstSpreadsEvenly(t *testing.T) {
 	fleet := fleetOf([]*endpoint.Metrics{new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)),
 		new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0)), new(rated(0, 0))})
 	router := routing.NewRouter(throughput.New(routingtest.SeededRandom(1)), routingtest.Options())
-	routingtest.RouteBurst(t, router, fleet, 1000)
-	for i, p := range fleet.Pods() {
-		if n := p.Load().InFlight(); n < 99 || n > 101 {
-			t.Errorf("pod %d has %d in flight, want 100 ± 1", i, n)
-		}
-	}
+	routingtest.CheckBurstSpreadsEvenly(t, router, fleet)
 }
 
 func TestScoreCellsIsScore(t *testing.T) {

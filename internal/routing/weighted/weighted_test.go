@@ -304,19 +304,15 @@ type firstCandidate struct{}
 
 func (firstCandidate) Pick(*routing.RoutingContext, []routing.Candidate) (int, error) { return 0, nil }
 
-// TestPickPodIsPick checks, over random fleets, requests and limits, that PickPod
-// chooses among the pods a limit admits exactly as Pick chooses among their Candidates,
-// ties included (every draw takes the first tie), with its count, when every term
-// scores from the hot cells; and that it declines when one does not.
+// TestPickPodIsPick checks PickPod against Pick over random fleets, limits and weights,
+// when every term scores from the hot cells, and that it declines when one does not.
 func TestPickPodIsPick(t *testing.T) {
-	first := func(int) int { return 0 }
-	rnd := rand.New(rand.NewPCG(2, 5))
-	prompts := []string{"aaaabbbbccccdddd", "aaaabbbbcccc", "ffffgggg", "x"}
-	for iter := range 300 {
-		fleet := routingtest.RandomFleet(rnd)
+	first := routingtest.FirstTie
+	routingtest.CheckPickPodIsPick(t, func(fleet *routingtest.Fleet, rnd *rand.Rand) routing.PodPicker {
 		pc := prefixcache.New(prefixcache.Config{BlockSize: 1, LoadImbalanceThreshold: 3}, first)
 		for range rnd.IntN(8) {
-			pc.Learn(fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))]}), fleet.Pod(rnd.IntN(len(fleet.Pods()))))
+			p := routingtest.Prompts[rnd.IntN(len(routingtest.Prompts))]
+			pc.Learn(fleet.Context(routing.Request{Prompt: p}), fleet.Pod(rnd.IntN(len(fleet.Pods()))))
 		}
 		r, err := weighted.New([]weighted.Term{
 			{Name: "least-kv-cache", Scorer: leastkvcache.New(first), Weight: 2},
@@ -328,28 +324,8 @@ func TestPickPodIsPick(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc := fleet.Context(routing.Request{Prompt: prompts[rnd.IntN(len(prompts))], PromptTokens: int64(rnd.IntN(2000))})
-		limit := int64(rnd.IntN(6)) // 0: no limit
-		pods, cands := routingtest.Admitted(rc, limit)
-		got, n, ok := r.PickPod(rc, routing.Eligibility{Limit: limit, StaleAfter: routingtest.StaleAfter})
-		if len(cands) == 0 {
-			if ok {
-				t.Fatalf("iteration %d: PickPod = %d with no pod admitted, want a decline", iter, got)
-			}
-			continue
-		}
-		want, err := r.Pick(rc, cands)
-		if err != nil {
-			if ok {
-				t.Fatalf("iteration %d: PickPod = %d, %d; Pick: %v, want a decline", iter, got, n, err)
-			}
-			continue
-		}
-		if !ok || got != pods.Index[want] || n != pods.InFlight[want] {
-			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
-				iter, got, n, ok, pods.Index[want], pods.InFlight[want])
-		}
-	}
+		return r
+	})
 
 	r := mustNew(t, weighted.Term{Name: "least-request", Scorer: leastrequest.New(first), Weight: 1},
 		weighted.Term{Name: "fixed", Scorer: fixed{1, 2, 3}, Weight: 1})
