@@ -3,7 +3,6 @@ package leastlatency
 import (
 	"math"
 
-	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 	"github.com/switchboard-llm/switchboard/internal/routing/ttft"
 )
@@ -102,7 +101,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	var best routing.Lowest
 	for i, h := range cells {
 		if n := h.InFlight(); n < limit && h.ScrapedAt() >= oldest {
-			best.Offer(i, latency(&est, h, n, prompt, output), n, r.rnd)
+			best.Offer(i, est.FromCell(h, n, prompt, output), n, r.rnd)
 		}
 	}
 	if !best.Offered() { // the pool was learnt, but no admitted pod is fresh now
@@ -124,21 +123,11 @@ func (*Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, sco
 	prompt, output := lengths(rc)
 	for j, i := range pods.Index {
 		if h := rc.Cells[i]; h.ScrapedAt() >= pods.Oldest {
-			scores[j] = -latency(&est, h, pods.InFlight[j], prompt, output)
+			scores[j] = -est.FromCell(h, pods.InFlight[j], prompt, output)
 		} else {
 			scores[j] = math.NaN() // unknown
 		}
 	}
 	routing.RankUnknownLastOf(scores[:len(pods.Index)])
 	return nil
-}
-
-// latency is the Estimator's Latency for the pod of hot cell h, whose metrics are
-// fresh, with n requests of this process in flight there.
-func latency(est *ttft.Estimator, h *cache.Hot, n int64, prompt, output float64) float64 {
-	b := h.Backlog()
-	if t, idle := est.Idle(&b, n, prompt); idle {
-		return t + est.Decode(h.Speed(), output)
-	}
-	return est.Cell(h, n, prompt, output)
 }

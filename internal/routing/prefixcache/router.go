@@ -269,10 +269,10 @@ func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64,
 		return estimate.Unknown(uncached)
 	}
 	b := h.Backlog()
-	if t, idle := estimate.Idle(&b, n, uncached); idle {
+	if t, idle := estimate.Idle(&b, n, uncached); idle { // inlined: most pods of a decision
 		return t
 	}
-	return estimate.Cell(h, n, uncached, 0)
+	return estimate.FromCell(h, n, uncached, 0)
 }
 
 // match is a candidate that holds leading blocks of the prompt and, once PickPod

@@ -195,17 +195,40 @@ func (e *Estimator) Predict(en *Engine, uncached, output float64) float64 {
 	if ahead, slots := e.ahead(en); ahead > 0 {
 		t += e.wait(en, ahead, slots)
 	}
-	if output > 0 {
-		t += rate(learnt && en.Speed.DecodePerToken > 0, en.Speed.DecodePerToken, e.fleet.decodePerToken) * output
-	}
-	return t
+	return t + e.decode(learnt, en.Speed.DecodePerToken, output)
 }
 
-// Idle returns TTFT for an engine whose metrics are fresh, with n requests of this
+// decode returns the time, in seconds, to generate output tokens on an engine whose own
+// time per output token is perToken, learnt if learnt.
+func (e *Estimator) decode(learnt bool, perToken, output float64) float64 {
+	if output <= 0 {
+		return 0
+	}
+	return rate(learnt && perToken > 0, perToken, e.fleet.decodePerToken) * output
+}
+
+// FromCell is Latency for the engine whose hot cell is h, with n requests of this
+// process in flight there and its metrics fresh, read from the cell; with no output
+// tokens, it is TTFT. Where the request would not wait (Idle), it reads the cell's
+// Backlog, one cache line, and its speed only for output tokens.
+func (e *Estimator) FromCell(h *cache.Hot, n int64, uncached, output float64) float64 {
+	b := h.Backlog()
+	if t, idle := e.Idle(&b, n, uncached); idle {
+		if output > 0 {
+			sp := h.Speed()
+			t += e.decode(sp.Learnt, sp.DecodePerToken, output)
+		}
+		return t
+	}
+	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
+	return e.Predict(&en, uncached, output)
+}
+
+// Idle is FromCell's TTFT for an engine whose metrics are fresh, with n requests of this
 // process in flight and the Backlog b (cache.Hot.Backlog), and true, when a request
 // would not wait there: its slots, or the fleet's where its own are not learnt, have
-// room. It returns false otherwise, for Cell to predict. It is cheap enough for a
-// caller's loop to inline; Idle plus Decode is Latency.
+// room. It returns false otherwise. Unlike FromCell, it is cheap enough to inline, for
+// a loop over thousands of cells to call FromCell only for the engines with a queue.
 func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, bool) {
 	if slots := e.slotsOf(b.Slots); slots <= 0 || slotted(n, b.Beyond, slots) > 0 {
 		return 0, false
@@ -213,26 +236,9 @@ func (e *Estimator) Idle(b *cache.Backlog, n int64, uncached float64) (float64, 
 	return rate(b.Learnt, b.PrefillPerToken, e.fleet.prefillPerToken) * max(uncached, 0), true
 }
 
-// Decode returns the time, in seconds, to generate output tokens on an engine whose
-// metrics are fresh and show speed s.
-func (e *Estimator) Decode(s endpoint.Speed, output float64) float64 {
-	if output <= 0 {
-		return 0
-	}
-	return rate(s.Learnt && s.DecodePerToken > 0, s.DecodePerToken, e.fleet.decodePerToken) * output
-}
-
 // Unknown returns TTFT for an engine whose metrics are not fresh.
 func (e *Estimator) Unknown(uncached float64) float64 {
 	return e.fleet.prefillPerToken * max(uncached, 0)
-}
-
-// Cell is Latency for the engine whose hot cell is h, with n requests of this process
-// in flight there and its metrics fresh, read from the cell; with no output tokens, it
-// is TTFT.
-func (e *Estimator) Cell(h *cache.Hot, n int64, uncached, output float64) float64 {
-	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
-	return e.Predict(&en, uncached, output)
 }
 
 // Wait returns the predicted time, in seconds, a request sent to c now would wait before

@@ -121,8 +121,8 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 }
 
 // TestCellIsTTFT checks, over random fleets, that the prediction from a candidate's hot
-// cell (Unknown, Idle, then Cell) is the one from the candidate, to the last bit, whether the
-// request would wait there or not, and with output tokens (Decode added to Idle), Latency.
+// cell (Unknown, or FromCell) is the one from the candidate, to the last bit, whether
+// the request would wait there or not, and with output tokens, Latency.
 func TestCellIsTTFT(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 7))
 	for iter := range 300 {
@@ -149,17 +149,10 @@ func TestCellIsTTFT(t *testing.T) {
 			h, n := rc.Cells[i], cands[i].InFlight
 			got := est.Unknown(uncached)
 			if cands[i].Metrics != nil {
-				b := h.Backlog()
-				fromCell := func(output float64) float64 {
-					if t, idle := est.Idle(&b, n, uncached); idle {
-						return t + est.Decode(h.Speed(), output)
-					}
-					return est.Cell(h, n, uncached, output)
-				}
-				got = fromCell(0)
+				got = est.FromCell(h, n, uncached, 0)
 				output := float64(rnd.IntN(500))
-				if got, want := fromCell(output), est.Latency(&cands[i], uncached, output); got != want {
-					t.Fatalf("iteration %d, pod %d: with %g output tokens, Idle or Cell = %g, Latency = %g", iter, i, output, got, want)
+				if got, want := est.FromCell(h, n, uncached, output), est.Latency(&cands[i], uncached, output); got != want {
+					t.Fatalf("iteration %d, pod %d: FromCell with %g output tokens = %g, Latency = %g", iter, i, output, got, want)
 				}
 			}
 			if got != want {
