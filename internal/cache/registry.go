@@ -40,6 +40,10 @@ func (p *Pod) Load() *Load { return &p.hot.Load }
 // Hot returns the pod's hot cell.
 func (p *Pod) Hot() *Hot { return p.hot }
 
+// ID returns the pod's key as headers, logs and metrics name it (Key.String), without
+// building the string per request.
+func (p *Pod) ID() string { return p.state.id }
+
 // Metrics returns the latest metrics snapshot, or nil before the first scrape. The
 // returned value is never modified.
 func (p *Pod) Metrics() *endpoint.Metrics { return p.state.metrics.Load() }
@@ -417,7 +421,7 @@ func (c *Cache) upsert(e endpoint.Endpoint) *podRecord {
 	rec, ok := c.pods[e.Key]
 	switch {
 	case !ok:
-		rec = &podRecord{state: c.newPodState()}
+		rec = &podRecord{state: c.newPodState(e.Key)}
 		c.pods[e.Key] = rec
 		c.newSession(rec)
 	case rec.ep.Address != e.Address || rec.ep.Port != e.Port:

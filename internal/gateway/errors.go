@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/openai"
@@ -52,7 +53,7 @@ func errBadRequest(msg string) *Error {
 // errUnknownStrategy is a request's x-routing-strategy naming no strategy: the client's
 // error, not the policy's.
 func errUnknownStrategy(name string) *Error {
-	return errBadRequest(fmt.Sprintf("The %s header names %q, which is not a routing strategy.", HeaderStrategy, name))
+	return errBadRequest(fmt.Sprintf("The %s header names %q, which is not a routing strategy.", strings.ToLower(HeaderStrategy), name))
 }
 func errRouteNotFound(msg string) *Error {
 	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "route_not_found",

@@ -150,7 +150,7 @@ func (x *exchange) proxy() {
 		}
 		kept.discard()
 		kept = nil
-		x.o.endpoint = target.Pod.Key
+		x.o.pod = target.Pod
 		if attempt == 0 {
 			x.g.metrics.overhead.Observe(since(x.start))
 		}
@@ -211,7 +211,7 @@ func (a *answer) discard() {
 
 // relayAnswer relays a to the client and records its endpoint and status.
 func (x *exchange) relayAnswer(a *answer) {
-	x.o.endpoint = a.target.Pod.Key
+	x.o.pod = a.target.Pod
 	x.o.status = a.resp.StatusCode
 	resp := a.resp
 	a.resp = nil // relay releases it
@@ -329,21 +329,25 @@ func (x *exchange) roundTripper(svc cache.Service, port int32) http.RoundTripper
 }
 
 // send forwards the request through transport, after the rule's filters and then the
-// backend's, to port of pod and returns the response headers. The upstream request ends with the client's.
+// backend's, to port of pod and returns the response headers. The upstream request ends
+// with the client's.
 //
 // The rule's backend timeout, if any, bounds the round trip until the response body is
-// closed; closing the body, or the idle watchdog of relay, ends it.
+// closed; closing the body, or the idle watch of relay (idleWatcher), ends it. The
+// gateway's own client watches its connections itself; any other round trip gets a
+// context of its own for the watch to end.
 func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32, backend *httpfilter.Chain) (*http.Response, error) {
-	var ctx context.Context
-	var cancel context.CancelFunc
+	ctx, cancel := x.r.Context(), context.CancelFunc(nil)
 	if d := x.matched.Rule.BackendTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(x.r.Context(), d)
-	} else {
-		ctx, cancel = context.WithCancel(x.r.Context()) // for the idle watchdog of relay
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else if transport != x.g.upstream {
+		ctx, cancel = context.WithCancel(ctx)
 	}
 	out, err := upstreamRequest(ctx, x.r, pod.Address, port, x.body, x.stream)
 	if err != nil {
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 		return nil, err
 	}
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
@@ -352,6 +356,9 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 		x.bodyShared = true // it may read the body after answering
 	}
 	resp, err := transport.RoundTrip(out)
+	if cancel == nil {
+		return resp, err
+	}
 	if err != nil {
 		cancel()
 		return nil, err
@@ -364,14 +371,36 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 	return resp, nil
 }
 
-// cancelOnClose is a response body that ends its round trip's context when closed.
+// idleWatcher is a response body that the relay can have cut off when the engine
+// sends nothing for a while.
+type idleWatcher interface {
+	// watchIdle cuts the body off unless more of it, or its end, arrives within d;
+	// each call restarts the wait. Closing the body ends the watch.
+	watchIdle(d time.Duration)
+}
+
+// cancelOnClose is a response body that ends its round trip's context when closed, or
+// when its idle watch fires.
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	idle   *time.Timer // nil until watchIdle
+}
+
+// watchIdle ends the round trip's context unless more arrives within d.
+func (b *cancelOnClose) watchIdle(d time.Duration) {
+	if b.idle == nil {
+		b.idle = time.AfterFunc(d, b.cancel)
+	} else {
+		b.idle.Reset(d)
+	}
 }
 
 // Close closes the body and ends the context.
 func (b *cancelOnClose) Close() error {
+	if b.idle != nil {
+		b.idle.Stop()
+	}
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
@@ -470,8 +499,8 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	defer resp.Body.Close()
 	h := x.w.Header()
 	copyHeaders(h, resp.Header)
-	h.Set(HeaderEndpoint, target.Pod.Key.String())
-	h.Set(HeaderRequestID, x.r.Header.Get(HeaderRequestID))
+	h.Set(HeaderEndpoint, target.Pod.ID())
+	h[HeaderRequestID] = x.o.requestID
 	x.matched.Rule.Filters.ModifyResponse(h)
 	backend.ModifyResponse(h)
 	x.w.WriteHeader(resp.StatusCode)
@@ -487,18 +516,17 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	bp := relayBuffers.Get().(*[]byte)
 	defer relayBuffers.Put(bp)
 	buf := *bp
-	// An engine that sends nothing for UpstreamIdleTimeout is cut off: its round trip's
-	// context ends, and with it the read below.
+	// An engine that sends nothing for UpstreamIdleTimeout is cut off, and with it the
+	// read below.
 	idle := x.g.opts.UpstreamIdleTimeout
-	var watchdog *time.Timer
-	if body, ok := resp.Body.(*cancelOnClose); ok {
-		watchdog = time.AfterFunc(idle, body.cancel)
-		defer watchdog.Stop()
+	watch, _ := resp.Body.(idleWatcher)
+	if watch != nil {
+		watch.watchIdle(idle)
 	}
 	for {
 		n, err := resp.Body.Read(buf)
-		if watchdog != nil && n > 0 {
-			watchdog.Reset(idle)
+		if watch != nil && n > 0 {
+			watch.watchIdle(idle)
 		}
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
@@ -572,10 +600,11 @@ var hopHeaders = []string{
 }
 
 // copyHeaders copies src into dst without hop-by-hop headers, including those that
-// src's Connection header names.
+// src's Connection header names. dst shares src's values, capped at their length so that
+// adding a value to either header copies them rather than writing into the other.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		dst[k] = append(dst[k][:0:0], vs...)
+		dst[k] = vs[:len(vs):len(vs)]
 	}
 	for _, v := range src["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {

@@ -24,15 +24,17 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 )
 
-// Headers the gateway reads or writes (DESIGN §5, §2).
+// Headers the gateway reads or writes (DESIGN §5, §2). Header names are
+// case-insensitive; these are in Go's canonical form, which http.Header looks up without
+// converting, and so without allocating, on every request.
 const (
 	// HeaderEndpoint names the endpoint that served the request, "namespace/pod", or for
 	// an InferencePool rank on another port than the pod's engine port "namespace/pod:port".
-	HeaderEndpoint = "x-switchboard-endpoint"
+	HeaderEndpoint = "X-Switchboard-Endpoint"
 	// HeaderRequestID carries the request id; a client's own value is kept.
-	HeaderRequestID = "x-request-id"
+	HeaderRequestID = "X-Request-Id"
 	// HeaderStrategy asks for a strategy, honoured only where the policy allows it.
-	HeaderStrategy = "x-routing-strategy"
+	HeaderStrategy = "X-Routing-Strategy"
 )
 
 // Options configure a Gateway.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
-	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/gateway/inbound"
 	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/outlier"
@@ -25,17 +25,20 @@ const DefaultRetryAttempts = 2
 // outcome is what the request log and metrics record of one request.
 type outcome struct {
 	route, model string
-	// endpoint is the pod that answered; zero when none did.
-	endpoint endpoint.Key
-	status   int
+	// pod is the pod that answered; nil when none did.
+	pod    *cache.Pod
+	status int
+	// requestID is the request's id as the header value it is sent as, shared by the
+	// request and its answer's headers.
+	requestID []string
 }
 
 // endpointLabel is the answering pod as metrics and logs name it, "" when none did.
 func (o *outcome) endpointLabel() string {
-	if o.endpoint == (endpoint.Key{}) {
+	if o.pod == nil {
 		return ""
 	}
-	return o.endpoint.String()
+	return o.pod.ID()
 }
 
 // fail writes err to the client and records its status.
@@ -47,18 +50,19 @@ func (o *outcome) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (g *Gateway) Handler(addr routetable.Addr) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		reqID := r.Header.Get(HeaderRequestID)
-		if reqID == "" {
-			reqID = newRequestID()
-			r.Header.Set(HeaderRequestID, reqID)
-		}
-		w.Header().Set(HeaderRequestID, reqID)
 		var o outcome
+		if ids := r.Header[HeaderRequestID]; len(ids) > 0 && ids[0] != "" {
+			o.requestID = ids[:1:1] // capped: adding a value copies it
+		} else {
+			o.requestID = []string{newRequestID()}
+			r.Header[HeaderRequestID] = o.requestID
+		}
+		w.Header()[HeaderRequestID] = o.requestID
 		defer func() { // also when an engine that died mid-answer aborts the handler
 			g.metrics.observe(&o)
 			if log := g.log.V(1); log.Enabled() { // the arguments cost, even unlogged
 				// Prompts are never logged.
-				log.Info("Request", "requestID", reqID, "method", r.Method, "path", r.URL.Path,
+				log.Info("Request", "requestID", o.requestID[0], "method", r.Method, "path", r.URL.Path,
 					"route", o.route, "model", o.model, "endpoint", o.endpointLabel(), "status", o.status,
 					"duration", time.Since(start))
 			}
@@ -81,7 +85,7 @@ func (g *Gateway) serve(addr routetable.Addr, w http.ResponseWriter, r *http.Req
 		return
 	}
 	rule := m.Rule
-	o.route = rule.Route.String()
+	o.route = rule.RouteName
 	if rule.InvalidFilter != "" {
 		o.fail(w, r, errInvalidFilter(rule.InvalidFilter))
 		return

@@ -108,12 +108,12 @@ type requestCounter struct {
 // series it dropped, which the next Collect forgets.
 func (c *requestCounter) observe(o *outcome) {
 	label := o.endpointLabel()
-	c.WithLabelValues(o.route, o.model, label, strconv.Itoa(o.status)).Inc()
+	c.WithLabelValues(o.route, o.model, label, statusLabel(o.status)).Inc()
 	if label == "" {
 		return
 	}
-	if _, ok := c.endpoints.Load(o.endpoint); !ok {
-		c.endpoints.Store(o.endpoint, label)
+	if _, ok := c.endpoints.Load(o.pod.Key); !ok {
+		c.endpoints.Store(o.pod.Key, label)
 	}
 }
 
@@ -128,6 +128,23 @@ func (c *requestCounter) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	c.CounterVec.Collect(ch)
+}
+
+// statusLabels are the texts of the status codes 0 to 599, so that counting a request
+// does not format its status.
+var statusLabels = func() (labels [600]string) {
+	for code := range labels {
+		labels[code] = strconv.Itoa(code)
+	}
+	return labels
+}()
+
+// statusLabel returns code as text.
+func statusLabel(code int) string {
+	if code >= 0 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
 }
 
 // loadCollector reports the cache's request counters at scrape time.
@@ -164,7 +181,7 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(m.Load().Waiting()), name)
 	}
 	for _, p := range c.view.ListPods() {
-		key := p.Key.String()
+		key := p.ID()
 		ch <- prometheus.MustNewConstMetric(endpointInFlightDesc, prometheus.GaugeValue, float64(p.Load().InFlight()), key)
 		if m := p.Metrics(); m != nil {
 			ch <- prometheus.MustNewConstMetric(endpointMetricsAgeDesc, prometheus.GaugeValue, since(m.ScrapedAt), key)

@@ -49,8 +49,8 @@ func (x *exchange) relayUpgrade(target *routing.Target, resp *http.Response, bac
 	}
 	defer client.Close()
 	h := resp.Header.Clone()
-	h.Set(HeaderEndpoint, target.Pod.Key.String())
-	h.Set(HeaderRequestID, x.r.Header.Get(HeaderRequestID))
+	h.Set(HeaderEndpoint, target.Pod.ID())
+	h[HeaderRequestID] = x.o.requestID
 	x.matched.Rule.Filters.ModifyResponse(h)
 	backend.ModifyResponse(h)
 	var head strings.Builder

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,45 @@ type upstreamConn struct {
 	idleSince time.Time
 	// reused is whether the connection carried a round trip before.
 	reused bool
+	// probe tells, before it is reused, whether the engine closed it while it was idle.
+	probe *aliveProbe
+	// cutOff makes the connection's reads and writes fail from now on; made once, so
+	// that a round trip does not allocate it.
+	cutOff func()
+	// timer cuts the connection off when it fires: while a round trip waits for the
+	// answer's headers (the client's headerTimeout), and then while the relay waits for
+	// more of the body (watchIdle). armed is whether it was started since it last
+	// stopped; nil until first needed.
+	timer *time.Timer
+	armed bool
+}
+
+// newUpstreamConn returns a connection to addr over conn.
+func (c *upstreamClient) newUpstreamConn(addr string, conn net.Conn) *upstreamConn {
+	pc := &upstreamConn{client: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, upstreamReadBufferBytes),
+		probe: newAliveProbe(conn)}
+	pc.cutOff = func() { _ = pc.conn.SetDeadline(aLongTimeAgo) }
+	return pc
+}
+
+// arm starts (or restarts) the timer to cut the connection off in d.
+func (pc *upstreamConn) arm(d time.Duration) {
+	if pc.timer == nil {
+		pc.timer = time.AfterFunc(d, pc.cutOff)
+	} else {
+		pc.timer.Reset(d)
+	}
+	pc.armed = true
+}
+
+// disarm stops the timer and reports whether it had fired, and so cut the connection
+// off, since it was last started.
+func (pc *upstreamConn) disarm() (fired bool) {
+	if !pc.armed {
+		return false
+	}
+	pc.armed = false
+	return !pc.timer.Stop()
 }
 
 // errStaleConn wraps a failure to write a request on a reused connection, which the
@@ -114,7 +154,7 @@ func (c *upstreamClient) conn(ctx context.Context, addr string) (*upstreamConn, 
 		c.idle[addr] = list[:len(list)-1]
 		c.nidle--
 		c.mu.Unlock()
-		if pc.br.Buffered() == 0 && connAlive(pc.conn) {
+		if pc.br.Buffered() == 0 && pc.probe.alive() {
 			return pc, nil
 		}
 		pc.close()
@@ -123,7 +163,7 @@ func (c *upstreamClient) conn(ctx context.Context, addr string) (*upstreamConn, 
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{client: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, upstreamReadBufferBytes)}, nil
+	return c.newUpstreamConn(addr, conn), nil
 }
 
 // put returns pc to the idle set, or closes it beyond the bounds.
@@ -200,23 +240,35 @@ func (pc *upstreamConn) close() { _ = pc.conn.Close() }
 // aLongTimeAgo is a deadline in the past, which makes blocked reads and writes fail.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// roundTrip writes req on pc and reads the answer's headers. The connection's I/O
-// fails once ctx ends, until the answer's body is closed.
+// roundTrip writes req on pc and reads the answer's headers, within the client's
+// headerTimeout. The connection's I/O fails once ctx ends, until the answer's body is
+// closed.
 func (pc *upstreamConn) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
-	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, pc.cutOff)
+	if d := pc.client.headerTimeout; d > 0 {
+		pc.arm(d)
+	}
 	resp, err := pc.exchange(req)
+	fired := pc.disarm()
+	if err == nil && (fired || ctx.Err() != nil) { // cut off as the headers arrived
+		_ = resp.Body.Close()
+		err = errHeaderTimeout
+	}
 	if err != nil {
 		stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
-	}
-	if ctx.Err() != nil { // it may have ended before the header deadline was cleared
-		stop()
-		return nil, ctx.Err()
 	}
 	reusable := !resp.Close && resp.ProtoAtLeast(1, 1)
 	resp.Body = &upstreamBody{body: resp.Body, pc: pc, stop: stop, reusable: reusable}
 	return resp, nil
 }
+
+// errHeaderTimeout is the failure of a round trip whose answer's headers did not arrive
+// within the client's headerTimeout: a timeout, as a deadline's is.
+var errHeaderTimeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 
 // exchange writes req and reads the final answer's headers, skipping interim (1xx)
 // answers.
@@ -226,9 +278,6 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
 		}
 		return nil, err
-	}
-	if d := pc.client.headerTimeout; d > 0 {
-		_ = pc.conn.SetReadDeadline(time.Now().Add(d))
 	}
 	for {
 		resp, err := http.ReadResponse(pc.br, req)
@@ -240,9 +289,6 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 			return nil, errors.New("the upstream switched protocols unasked")
 		case resp.StatusCode < http.StatusOK:
 			continue // 100 Continue, 103 Early Hints: the final answer follows
-		}
-		if pc.client.headerTimeout > 0 {
-			_ = pc.conn.SetReadDeadline(time.Time{})
 		}
 		return resp, nil
 	}
@@ -361,6 +407,14 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// watchIdle cuts the answer off unless more of it, or its end, arrives within d; each
+// call restarts the wait.
+func (b *upstreamBody) watchIdle(d time.Duration) {
+	if b.pc != nil {
+		b.pc.arm(d)
+	}
+}
+
 // Close returns the connection to the idle set when the body was read to its end and
 // the connection can carry another round trip, and closes it otherwise.
 func (b *upstreamBody) Close() error {
@@ -369,7 +423,8 @@ func (b *upstreamBody) Close() error {
 		return nil
 	}
 	b.pc = nil
-	if b.stop() && b.eof && b.reusable {
+	fired := pc.disarm()
+	if b.stop() && !fired && b.eof && b.reusable {
 		pc.client.put(pc)
 		return nil
 	}

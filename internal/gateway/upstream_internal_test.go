@@ -77,6 +77,47 @@ func TestUpstreamClientReusesConnectionsReadToTheEnd(t *testing.T) {
 	}
 }
 
+// TestUpstreamClientWatchesIdleBodies cuts off a body that stalls under watchIdle, and
+// keeps reusing a connection whose bodies arrived in time: the watch of one round trip
+// must not cut off the next.
+func TestUpstreamClientWatchesIdleBodies(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("first"))
+		if r.URL.Query().Has("stall") {
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	})
+	c := newTestUpstreamClient(t, time.Minute)
+	read := func(url string) (string, error) {
+		resp, err := c.RoundTrip(post(t, context.Background(), url, "b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		w, ok := resp.Body.(idleWatcher)
+		if !ok {
+			t.Fatalf("body %T cannot be watched", resp.Body)
+		}
+		w.watchIdle(50 * time.Millisecond)
+		got, err := io.ReadAll(resp.Body)
+		return string(got), err
+	}
+	for i := range 3 {
+		time.Sleep(60 * time.Millisecond) // past the last watch's end
+		if got, err := read(srv.URL); got != "first" || err != nil {
+			t.Fatalf("round trip %d read %q, %v; want first", i, got, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for 3 watched round trips, want 1", n)
+	}
+	got, err := read(srv.URL + "?stall")
+	if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() || got != "first" {
+		t.Errorf("stalled body read %q, %v; want first and a timeout", got, err)
+	}
+}
+
 func TestUpstreamClientClosesConnectionsNotReadToTheEnd(t *testing.T) {
 	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(bytes.Repeat([]byte("y"), 64<<10))
@@ -129,7 +170,7 @@ func TestUpstreamClientRedialsClosedIdleConnections(t *testing.T) {
 				c.mu.Lock()
 				pc := c.idle[ln.Addr().String()][0]
 				c.mu.Unlock()
-				if !connAlive(pc.conn) || time.Now().After(deadline) {
+				if !pc.probe.alive() || time.Now().After(deadline) {
 					break
 				}
 			}

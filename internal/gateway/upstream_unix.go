@@ -7,24 +7,43 @@ import (
 	"syscall"
 )
 
-// connAlive reports whether the peer of an idle connection has neither closed it nor
-// sent anything, with one read that does not block.
-func connAlive(conn net.Conn) bool {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
+// aliveProbe tells whether the peer of an idle connection has neither closed it nor
+// sent anything, with one read that does not block. It is made once per connection, so
+// that a probe allocates nothing.
+type aliveProbe struct {
+	raw syscall.RawConn // nil when the connection has no file descriptor to read
+	// broken is set when the connection's descriptor could not be had: it is closed.
+	broken bool
+	read   func(fd uintptr) bool
+	err    error
+	buf    [1]byte
+}
+
+// newAliveProbe returns the probe of conn.
+func newAliveProbe(conn net.Conn) *aliveProbe {
+	p := new(aliveProbe)
+	if sc, ok := conn.(syscall.Conn); ok {
+		var err error
+		p.raw, err = sc.SyscallConn()
+		p.broken = err != nil
+	}
+	p.read = func(fd uintptr) bool {
+		_, p.err = syscall.Read(int(fd), p.buf[:])
 		return true
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	return p
+}
+
+// alive reports whether the connection may carry a request.
+func (p *aliveProbe) alive() bool {
+	switch {
+	case p.broken:
 		return false
-	}
-	var probe [1]byte
-	var readErr error
-	if err := raw.Read(func(fd uintptr) bool {
-		_, readErr = syscall.Read(int(fd), probe[:])
+	case p.raw == nil:
 		return true
-	}); err != nil {
+	}
+	if err := p.raw.Read(p.read); err != nil {
 		return false
 	}
-	return readErr == syscall.EAGAIN
+	return p.err == syscall.EAGAIN
 }

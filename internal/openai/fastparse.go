@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -26,9 +27,9 @@ var fastOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontex
 // keys that are not ASCII or match a field only case-insensitively. When ok is true,
 // the result is the one parseRequestJSON returns; FuzzParseFast checks that.
 func parseFast(data []byte) (req Request, ok bool) {
-	// A bytes.Buffer, unlike a bytes.Reader, lets the decoder read data in place
-	// rather than copy it into a buffer of its own.
-	p := fastParser{dec: jsontext.NewDecoder(bytes.NewBuffer(data), fastOptions...)}
+	p := fastParsers.Get().(*fastParser)
+	defer p.release()
+	p.reset(data)
 	if !p.begin('{') {
 		return Request{}, false
 	}
@@ -151,12 +152,45 @@ func foldsToAny(key []byte, names []string) bool {
 
 // fastParser reads the body's tokens. Its methods return false on any decoding error
 // and on input they do not handle; parseFast then gives up.
+//
+// Parsers are kept in fastParsers between bodies, so that neither the decoder's state
+// nor the buffers are allocated per body.
 type fastParser struct {
 	dec *jsontext.Decoder
+	// src is what dec reads: a bytes.Buffer, unlike a bytes.Reader, lets the decoder
+	// read the body in place rather than copy it into a buffer of its own.
+	src bytes.Buffer
 	// keyBuf holds the last decoded object key, pending a message's content while its
 	// role, which comes first in the prompt, has not been read yet, and partType the
 	// "type" of a content part.
 	keyBuf, pending, partType []byte
+}
+
+// fastParsers hold the idle parsers (*fastParser).
+var fastParsers = sync.Pool{New: func() any {
+	p := new(fastParser)
+	p.dec = jsontext.NewDecoder(&p.src, fastOptions...)
+	return p
+}}
+
+// maxPooledPendingBytes is the capacity of the largest pending buffer kept with a
+// parser.
+const maxPooledPendingBytes = 64 << 10
+
+// reset points the parser at data.
+func (p *fastParser) reset(data []byte) {
+	p.src = *bytes.NewBuffer(data)
+	p.dec.Reset(&p.src, fastOptions...)
+}
+
+// release forgets the body, so that the pool does not keep it alive, and returns the
+// parser to fastParsers.
+func (p *fastParser) release() {
+	p.reset(nil)
+	if cap(p.pending) > maxPooledPendingBytes {
+		p.pending = nil
+	}
+	fastParsers.Put(p)
 }
 
 // begin reads the '{' or '[' (kind) that starts an object or array.

@@ -33,7 +33,7 @@ func compileRules(route *gatewayv1.HTTPRoute, refs *resolver) []compiledRule {
 	out := make([]compiledRule, 0, len(route.Spec.Rules))
 	name := types.NamespacedName{Namespace: route.Namespace, Name: route.Name}
 	for i, r := range route.Spec.Rules {
-		cr := compiledRule{rule: &Rule{Route: name, Index: i}}
+		cr := compiledRule{rule: &Rule{Route: name, RouteName: name.String(), Index: i}}
 		if r.Name != nil {
 			cr.rule.Name = string(*r.Name)
 		}

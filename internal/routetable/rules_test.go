@@ -164,7 +164,7 @@ func TestRuleIdentity(t *testing.T) {
 		t.Fatal("no match")
 	}
 	r := m.Rule
-	want := &Rule{Route: nn("default", "chat"), Index: 1, Name: "completions"}
+	want := &Rule{Route: nn("default", "chat"), RouteName: "default/chat", Index: 1, Name: "completions"}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("rule = %+v, want %+v", r, want)
 	}

@@ -149,8 +149,10 @@ type Gateway struct {
 // request that matched it. A Rule and the slices it holds are shared by every caller of
 // Match and MUST NOT be modified.
 type Rule struct {
-	// Route is the HTTPRoute the rule belongs to.
-	Route types.NamespacedName
+	// Route is the HTTPRoute the rule belongs to, and RouteName its "namespace/name",
+	// as logs and metrics name it.
+	Route     types.NamespacedName
+	RouteName string
 	// Index is the rule's index in the route's spec.rules.
 	Index int
 	// Name is the rule's optional spec.rules[].name.
