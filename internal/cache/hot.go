@@ -75,19 +75,16 @@ func (a *hotAllocator) next() *Hot {
 type podState struct {
 	hot *Hot
 	// id is the pod's key as text (endpoint.Key.String), made once for every version.
-	id string
-	// stripe is the stripe of a ModelLoad that the pod's reservations count on.
-	stripe  uint8
+	id      string
 	metrics atomic.Pointer[endpoint.Metrics]
 	mu      sync.Mutex
 	gen     uint64 // guarded by mu
 }
 
-// newPodState returns the shared state of a new pod k: a fresh cell, and the next
-// stripe. The caller holds c.mu.
+// newPodState returns the shared state of a new pod k, with a fresh cell. The caller
+// holds c.mu.
 func (c *Cache) newPodState(k endpoint.Key) *podState {
-	c.stripes++
-	return &podState{hot: c.cells.next(), id: k.String(), stripe: uint8(c.stripes % modelStripes)}
+	return &podState{hot: c.cells.next(), id: k.String()}
 }
 
 // store makes m the latest snapshot if the state is still at gen, and reports whether it

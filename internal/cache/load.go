@@ -27,6 +27,10 @@ var loadEpoch = time.Now()
 // without overflow.
 func loadClock(t time.Time) int64 { return int64(t.Sub(loadEpoch)) }
 
+// loadNow is loadClock(time.Now()), read off the monotonic clock alone, which costs
+// about half of time.Now.
+func loadNow() int64 { return int64(time.Since(loadEpoch)) }
+
 // InFlight returns the number of reserved, unreleased requests.
 func (l *Load) InFlight() int64 { return l.inFlight.Load() }
 
@@ -67,10 +71,11 @@ func (l *Load) tryAcquire(limit int64) bool {
 	}
 }
 
-// ModelLoad counts the requests of one model. A reservation counts on the stripe of its
-// pod, each stripe a cache line of its own, so that concurrent requests to different
-// pods write no line in common; the readers, which are rare (metrics exports), sum the
-// stripes. Queued requests are counted apart (Queued).
+// ModelLoad counts the requests of one model. A reservation counts on the stripe of the
+// core it is made on (stripeHint), each stripe a cache line of its own, so that requests
+// on different cores write no line in common and no line moves between the cores'
+// caches; the readers, which are rare (metrics exports), sum the stripes. Queued
+// requests are counted apart (Queued).
 type ModelLoad struct {
 	queued  Load
 	stripes [modelStripes]struct {
@@ -82,6 +87,27 @@ type ModelLoad struct {
 // modelStripes is the number of stripes of a ModelLoad: enough that requests on a few
 // cores seldom share one.
 const modelStripes = 8
+
+// stripeHints hand out stripe numbers (*uint32), in turn. A sync.Pool keeps an object
+// per P (a core running Go code), and a Get on a P takes that P's object back, so that
+// the reservations made on one core count on one stripe. That is only a hint: a hint
+// may move to another P, or be dropped and replaced, and then two cores may share a
+// stripe for a while, which costs time but never a count.
+var stripeHints = sync.Pool{New: func() any {
+	n := nextStripeHint.Add(1)
+	return &n
+}}
+
+// nextStripeHint is the last stripe number handed out.
+var nextStripeHint atomic.Uint32
+
+// stripeHint returns the stripe of the calling core.
+func stripeHint() uint32 {
+	h := stripeHints.Get().(*uint32)
+	n := *h
+	stripeHints.Put(h)
+	return n
+}
 
 // InFlight returns the number of reserved, unreleased requests.
 func (l *ModelLoad) InFlight() int64 { return l.sum((*Load).InFlight) }
@@ -108,8 +134,8 @@ func (l *ModelLoad) sum(counter func(*Load) int64) int64 {
 	return n
 }
 
-// stripe returns the stripe that reservations on p count on.
-func (l *ModelLoad) stripe(p *Pod) *Load { return &l.stripes[p.state.stripe].Load }
+// stripe returns the stripe of the calling core.
+func (l *ModelLoad) stripe() *Load { return &l.stripes[stripeHint()%modelStripes].Load }
 
 // Tracker counts requests on endpoints and models: reservations for requests sent to an
 // endpoint, tickets for requests waiting in a router's queue. Only the gateway's view of
@@ -135,11 +161,11 @@ func (Tracker) TryReserveInto(r *Reservation, m *Model, p *Pod, limit, tokensIn 
 		return false
 	}
 	l.tokensIn.Add(tokensIn)
-	r.started = loadClock(time.Now())
+	r.started = loadNow()
 	l.started.Add(r.started)
 	r.pod = p
 	if m != nil {
-		ml := m.load.stripe(p)
+		ml := m.load.stripe()
 		ml.inFlight.Add(1)
 		ml.tokensIn.Add(tokensIn)
 		r.model = ml
@@ -171,10 +197,10 @@ func (t *Ticket) Done() {
 // any number of times from any goroutine; only the first call has an effect. A
 // Reservation MUST NOT be copied once made.
 type Reservation struct {
-	once    sync.Once
-	pod     *Pod
-	model   *Load // the model's stripe; nil for a request that names no model
-	started int64 // loadClock at the reservation, counted in the pod's Load.started
+	released atomic.Bool
+	pod      *Pod
+	model    *Load // the model's stripe; nil for a request that names no model
+	started  int64 // loadClock at the reservation, counted in the pod's Load.started
 }
 
 // Pod returns the reserved endpoint.
@@ -183,13 +209,14 @@ func (r *Reservation) Pod() *Pod { return r.pod }
 // Release ends the reservation and adds tokensOut generated tokens to the endpoint and
 // model counters.
 func (r *Reservation) Release(tokensOut int64) {
-	r.once.Do(func() {
-		r.pod.Load().started.Add(-r.started)
-		for _, l := range [...]*Load{r.pod.Load(), r.model} {
-			if l != nil {
-				l.tokensOut.Add(tokensOut)
-				l.inFlight.Add(-1)
-			}
+	if !r.released.CompareAndSwap(false, true) {
+		return
+	}
+	r.pod.Load().started.Add(-r.started)
+	for _, l := range [...]*Load{r.pod.Load(), r.model} {
+		if l != nil {
+			l.tokensOut.Add(tokensOut)
+			l.inFlight.Add(-1)
 		}
-	})
+	}
 }

@@ -99,9 +99,9 @@ func TestQueuedTicket(t *testing.T) {
 	}
 }
 
-// TestModelLoadSumsItsStripes reserves on pods of different stripes concurrently and
-// checks that the model's counters are the sums, and that each release returns to its
-// stripe.
+// TestModelLoadSumsItsStripes reserves from many goroutines, on whichever stripes their
+// cores hint, and releases from others, and checks that the model's counters are the
+// sums, and that each release returns to the stripe its reservation counted on.
 func TestModelLoadSumsItsStripes(t *testing.T) {
 	c := New()
 	const pods = 3 * modelStripes
@@ -109,13 +109,6 @@ func TestModelLoadSumsItsStripes(t *testing.T) {
 		c.UpsertPod(makePod(fmt.Sprintf("p%02d", i)).Build())
 	}
 	m, _ := c.Model("llama")
-	stripes := map[uint8]bool{}
-	for _, p := range m.Pods() {
-		stripes[p.state.stripe] = true
-	}
-	if len(stripes) != modelStripes {
-		t.Errorf("%d pods use %d stripes, want all %d", pods, len(stripes), modelStripes)
-	}
 	var wg sync.WaitGroup
 	reservations := make([]*Reservation, pods*10)
 	for i := range reservations {

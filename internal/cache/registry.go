@@ -242,9 +242,8 @@ type Cache struct {
 	pools      map[types.NamespacedName]poolRecord
 	adapters   map[endpoint.Key]adapterRecord
 	modelLoads map[string]*ModelLoad
-	// cells allocates the pods' hot cells; stripes counts the pods given a stripe.
-	cells   hotAllocator
-	stripes uint64
+	// cells allocates the pods' hot cells.
+	cells hotAllocator
 	// sessions is the last engine session number handed out.
 	sessions uint64
 }

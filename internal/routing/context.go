@@ -207,7 +207,7 @@ type Target struct {
 	rc      *RoutingContext
 	// admission, if set, is told when the reservation is released.
 	admission *Admission
-	once      sync.Once
+	released  atomic.Bool
 	reported  sync.Once
 }
 
@@ -241,10 +241,11 @@ func (t *Target) Served(p *cache.Pod) {
 // Release ends the reservation, adding tokensOut generated tokens to the counters. Only
 // the first call has an effect; it is safe from any goroutine.
 func (t *Target) Release(tokensOut int64) {
-	t.once.Do(func() {
-		t.reservation.Release(tokensOut)
-		if t.admission != nil {
-			t.admission.Released(t.Pod)
-		}
-	})
+	if !t.released.CompareAndSwap(false, true) {
+		return
+	}
+	t.reservation.Release(tokensOut)
+	if t.admission != nil {
+		t.admission.Released(t.Pod)
+	}
 }
