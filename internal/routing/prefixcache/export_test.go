@@ -1,6 +1,9 @@
 package prefixcache
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // CountHashing counts the prompts routers hash, and the bytes of prompt they hash, until
 // the test ends; the test MUST NOT run in parallel with others that route.
@@ -14,3 +17,7 @@ func CountHashing(t interface{ Cleanup(func()) }) (prompts, bytes *atomic.Int64)
 	}
 	return prompts, bytes
 }
+
+// SetRetouchEvery sets how often an Add of a set's most recent prompt, unchanged, moves
+// its ticks on; 0: at every Add, as a model of the index expects.
+func (ix *Index) SetRetouchEvery(d time.Duration) { ix.retouchEvery = d }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
@@ -29,17 +30,31 @@ import (
 // Synchronisation model: the endpoint table is a sync.Map, whose lookups take no lock;
 // entries are added by the first Add for an endpoint and removed by Forget. Each
 // endpoint's set has its own RWMutex: Add, Trim and a budget's eviction hold it for
-// writing, Match and Ticks for reading while they scan one prompt's hashes. No lock is
-// held across endpoints, so scoring many endpoints never blocks on a global lock, and
-// Adds to different endpoints never contend. The holders of first blocks are sharded by hash, each shard under its
-// own RWMutex, taken only while its set's lock is held (writers) or alone (Holders); a
-// holder is recorded when its set gains the first block and dropped when it loses it.
+// writing, Match and Ticks for reading while they scan one prompt's hashes, and so does
+// an Add that finds, under the read lock, that it would change nothing but ticks
+// (retouchInterval). No lock is held across endpoints, so scoring many endpoints never
+// blocks on a global lock, and Adds to different endpoints never contend. The holders of
+// first blocks are sharded by hash, each shard under its own RWMutex, taken only while
+// its set's lock is held (writers) or alone (Holders); a holder is recorded when its set
+// gains the first block and dropped when it loses it.
 type Index struct {
 	maxBlocks int
-	ledger    *ledger
-	endpoints sync.Map // endpoint.Key → *blockLRU
-	firsts    [firstShards]firstShard
+	// retouchEvery is how often an Add of a set's most recent prompt, unchanged, moves
+	// the prompt's ticks on (see retouchInterval); 0: at every Add.
+	retouchEvery time.Duration
+	ledger       *ledger
+	endpoints    sync.Map // endpoint.Key → *blockLRU
+	firsts       [firstShards]firstShard
 }
+
+// retouchInterval is how often an Add of the prompt a set was last sent, unchanged, moves
+// the ticks of the prompt's blocks on. Within it, such an Add changes nothing, under a
+// read lock: on a hot prompt, the decisions of many cores do not each take the set's
+// write lock and rewrite the blocks that every other core's decision reads. A receipt
+// taken in the window shares the ticks of the last move, so that an engine's report that
+// it lacked blocks then also trims them for the requests the window sent, which the next
+// Add learns again.
+const retouchInterval = time.Millisecond
 
 // firstShards is the number of shards of the first blocks' holders.
 const firstShards = 64
@@ -66,7 +81,7 @@ func NewIndex(maxBlocksPerEndpoint int, budget *Budget) *Index {
 	if maxBlocksPerEndpoint < 1 || maxBlocksPerEndpoint >= 1<<31 {
 		panic("prefixcache: maxBlocksPerEndpoint out of range")
 	}
-	ix := &Index{maxBlocks: maxBlocksPerEndpoint}
+	ix := &Index{maxBlocks: maxBlocksPerEndpoint, retouchEvery: retouchInterval}
 	for i := range ix.firsts {
 		ix.firsts[i].holders = make(map[uint64][]endpoint.Key)
 	}
@@ -119,9 +134,12 @@ func (ix *Index) release(h uint64, k endpoint.Key) {
 // forgotten before their beginnings, which other prompts are likelier to share. If
 // hashes has more entries than the bound, only its leading ones are kept. If the
 // index's budget is then exceeded, Add evicts before returning.
-func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
+//
+// An Add of the prompt the set was last sent, within retouchInterval of its last touch,
+// changes nothing: the hashes keep their ticks, and Add reports false.
+func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (touched bool) {
 	if len(hashes) == 0 {
-		return
+		return false
 	}
 	set, ok := ix.lookup(k)
 	if !ok {
@@ -132,8 +150,11 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) {
 	if e.MaxBlocks > 0 && e.MaxBlocks < bound {
 		bound = e.MaxBlocks
 	}
-	set.add(hashes, e.Epoch, bound)
+	if !set.add(hashes, e.Epoch, bound, ix.retouchEvery) {
+		return false
+	}
 	ix.ledger.enforce()
+	return true
 }
 
 // Match returns the number of leading hashes that endpoint k holds in epoch: n such that
@@ -259,12 +280,13 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 type blockLRU struct {
 	index      *Index
 	key        endpoint.Key
-	lastAdd    atomic.Uint64 // learnClock at the set's last Add
+	lastAdd    atomic.Uint64 // learnClock at the set's last Add, to the retouch interval
 	mu         sync.RWMutex
 	dropped    bool
 	accounted  int // the nodes accounted to the budget
 	epoch      uint64
 	tick       uint64 // the last tick handed out
+	touchedAt  uint64 // learnClock when the head prompt was last touched by an Add
 	slots      map[uint64]int32
 	nodes      []lruNode
 	free       []int32
@@ -302,9 +324,17 @@ func (l *blockLRU) drop() {
 	l.account()
 }
 
-// add touches hashes, the first one last, in epoch within bound, as Index.Add describes.
-func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
-	l.lastAdd.Store(learnClock())
+// add touches hashes, the first one last, in epoch within bound, as Index.Add describes,
+// unless they are the prompt the set was last sent, touched less than every ago. It
+// reports whether it changed the set.
+func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Duration) bool {
+	now := learnClock()
+	if last := l.lastAdd.Load(); now > last && now-last >= uint64(every) { // a store per interval, not per Add
+		l.lastAdd.Store(now)
+	}
+	if every > 0 && l.fresh(hashes, epoch, bound, now, every) {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.epoch != epoch {
@@ -316,7 +346,19 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int) {
 			l.touch(hashes[i], bound, i == 0)
 		}
 	}
+	l.touchedAt = now
 	l.account()
+	return true
+}
+
+// fresh reports whether hashes are the prompt the set was last sent, in epoch and within
+// bound, touched by an Add less than every before now: another Add of them would only
+// move their ticks on.
+func (l *blockLRU) fresh(hashes []uint64, epoch uint64, bound int, now uint64, every time.Duration) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epoch == epoch && len(l.slots) <= bound && now-l.touchedAt < uint64(every) &&
+		l.headRun(hashes) == len(hashes) && l.nodes[l.head].first()
 }
 
 // retouch is the touch of every hash, the first one last, when hashes are the set's most

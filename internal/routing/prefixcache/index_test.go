@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/routing/prefixcache"
 	"github.com/switchboard-llm/switchboard/internal/routing/routingtest"
@@ -188,6 +189,38 @@ func TestIndexEngineBound(t *testing.T) {
 	}
 }
 
+// TestIndexKeepsTheTicksOfARepeatedPrompt adds the prompt a set was last sent again
+// within the retouch interval, which changes nothing, and after another prompt, which
+// moves its ticks on.
+func TestIndexKeepsTheTicksOfARepeatedPrompt(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(100, nil)
+	ix.SetRetouchEvery(time.Hour)
+	hot, other := chain(10, 4), chain(20, 4)
+	ix.Add(k, hot, prefixcache.Engine{})
+	first := ix.Ticks(k, hot, 0, nil)
+	if ix.Add(k, hot, prefixcache.Engine{}) {
+		t.Error("a repeated Add reported that it touched the set")
+	}
+	if again := ix.Ticks(k, hot, 0, nil); !slices.Equal(again, first) {
+		t.Errorf("ticks after a repeated Add = %v, want unchanged %v", again, first)
+	}
+	ix.Add(k, other, prefixcache.Engine{})
+	if !ix.Add(k, hot, prefixcache.Engine{}) {
+		t.Error("an Add after another prompt reported that it changed nothing")
+	}
+	if moved := ix.Ticks(k, hot, 0, nil); moved[0] <= first[0] {
+		t.Errorf("ticks after another prompt and the hot one = %v, want past %v", moved, first)
+	}
+	if got := ix.Match(k, other, 0); got != 4 {
+		t.Errorf("Match(other) = %d, want 4", got)
+	}
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 1})
+	if got := ix.Match(k, hot, 1); got != 4 {
+		t.Errorf("Match in the new epoch = %d, want 4: a repeated prompt of another epoch is learnt", got)
+	}
+}
+
 func TestIndexTrim(t *testing.T) {
 	k := routingtest.Key(0)
 	ix := prefixcache.NewIndex(100, nil)
@@ -318,6 +351,7 @@ func TestIndexAgreesWithAModel(t *testing.T) {
 	for iter := range 200 {
 		bound := 4 + rnd.IntN(20)
 		ix := prefixcache.NewIndex(bound, nil)
+		ix.SetRetouchEvery(0) // the model moves the ticks at every Add
 		model := &lruModel{bound: bound, ticks: map[uint64]uint64{}}
 		var last []uint64
 		for step := range 40 {

@@ -406,7 +406,11 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 		}
 		r.cfg.ObserveMatch(float64(held) / float64(blocks))
 	}
-	r.index.Add(chosen.Key, hashes, e)
+	if !r.index.Add(chosen.Key, hashes, e) && rec != nil {
+		// The prompt's blocks kept the ticks rec holds (retouchInterval): a report that
+		// the engine lacked them must not trim them, which the engine has just prefilled.
+		rec.spare = rec.ticks[len(rec.ticks)-1]
+	}
 	if rec == nil {
 		return nil // nothing expected, nothing to correct
 	}
@@ -448,6 +452,9 @@ type receipt struct {
 	epoch  uint64
 	blocks int      // the prompt's whole blocks
 	ticks  []uint64 // of the blocks expected held, in prompt order
+	// spare, when not 0, is the lowest tick of the request's own blocks, which a trim
+	// leaves: they kept the ticks of an earlier touch, which ticks holds.
+	spare uint64
 	// observe is Config.ObserveTrim.
 	observe func(blocks int)
 }
@@ -464,7 +471,11 @@ func (rec *receipt) Settle(u routing.Usage) {
 	if held+1 >= len(rec.ticks) {
 		return
 	}
-	if n := rec.index.Trim(rec.key, rec.epoch, rec.ticks[held]); n > 0 && rec.observe != nil {
+	tick := rec.ticks[held]
+	if rec.spare > 0 {
+		tick = min(tick, rec.spare-1)
+	}
+	if n := rec.index.Trim(rec.key, rec.epoch, tick); n > 0 && rec.observe != nil {
 		rec.observe(n)
 	}
 }
