@@ -29,7 +29,8 @@ type Config struct {
 	// TTL is how long after its last request a session keeps its endpoint; zero or
 	// negative means DefaultTTL.
 	TTL time.Duration
-	// Now returns the current time; nil means time.Now. Tests inject a clock.
+	// Now returns the current time; nil means the routing context's Now, when routing
+	// started, which costs no second read of the clock. Tests inject a clock.
 	Now func() time.Time
 }
 
@@ -47,7 +48,7 @@ type Config struct {
 // nothing.
 type Router struct {
 	header   string
-	now      func() time.Time
+	now      func() time.Time // nil: the routing context's Now
 	sessions *table
 }
 
@@ -66,9 +67,6 @@ func New(cfg Config, _ routing.Random) *Router {
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
 	}
 	return &Router{
 		// Canonical once here, so that each Headers.Get need not allocate the canonical form.
@@ -123,7 +121,7 @@ func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) endpoint.
 	if id == "" {
 		return 0, false
 	}
-	if known, ok := r.sessions.lookup(sessionHash(rc, id), r.now()); ok {
+	if known, ok := r.sessions.lookup(sessionHash(rc, id), r.clock(rc)); ok {
 		i := sort.Search(n, func(i int) bool { return !less(key(i), known) })
 		if i < n && key(i) == known && admitted(i) {
 			return i, true
@@ -137,9 +135,20 @@ func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) endpoint.
 // of it: Learn returns no Receipt.
 func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	if id := rc.Headers.Get(r.header); id != "" {
-		r.sessions.record(sessionHash(rc, id), chosen.Key, r.now())
+		r.sessions.record(sessionHash(rc, id), chosen.Key, r.clock(rc))
 	}
 	return nil
+}
+
+// clock returns the time the session table is read and written at for rc.
+func (r *Router) clock(rc *routing.RoutingContext) time.Time {
+	switch {
+	case r.now != nil:
+		return r.now()
+	case rc.Now.IsZero(): // a context not made by Init
+		return time.Now()
+	}
+	return rc.Now
 }
 
 // sessionHash returns the table key of session id for rc's requested model.
