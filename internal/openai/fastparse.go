@@ -5,17 +5,18 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// fastOptions make the jsontext decoder accept what encoding/json accepts: duplicate
-// object names (parseFast gives up on duplicates of the fields it reads) and invalid
-// UTF-8, which both decode into strings with each invalid byte, and each unpaired
-// surrogate escape, replaced by U+FFFD.
-var fastOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+// fastOptions make the jsontext decoder accept duplicate object names, as encoding/json
+// does (parseFast gives up on duplicates of the fields it reads). Invalid UTF-8, which
+// encoding/json accepts, is an error here: parseFast gives up on it, and in exchange
+// copies the runs of its strings without checking them again.
+var fastOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true)}
 
 // parseFast is ParseRequest in a single pass over the body with the jsontext streaming
 // tokenizer: it decodes the fields ParseRequest reads and flattens the prompt into one
@@ -23,8 +24,9 @@ var fastOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontex
 //
 // It handles the valid bodies clients send and gives up (ok is false) on everything
 // else: any syntax error or error ParseRequest reports, and valid but unusual bodies
-// whose decoding by encoding/json is subtle: duplicate keys among the fields read, and
-// keys that are not ASCII or match a field only case-insensitively. When ok is true,
+// whose decoding by encoding/json is subtle: duplicate keys among the fields read, keys
+// that are not ASCII or match a field only case-insensitively, and strings of invalid
+// UTF-8 or with unpaired surrogate escapes. When ok is true,
 // the result is the one parseRequestJSON returns; FuzzParseFast checks that.
 func parseFast(data []byte) (req Request, ok bool) {
 	p := fastParsers.Get().(*fastParser)
@@ -236,16 +238,64 @@ func (p *fastParser) appendString(dst []byte) ([]byte, bool) {
 	if err != nil {
 		return dst, false
 	}
-	// A string without escapes that is valid UTF-8 decodes to its own bytes: copy them
-	// rather than unquote byte by byte. The search stops at the first escape.
-	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return append(dst, inner...), true
+	return appendUnquoted(dst, v[1:len(v)-1]), true
+}
+
+// appendUnquoted appends to dst the decoded contents of inner, the text between the
+// quotes of a string the decoder has validated (valid UTF-8, surrogate escapes in
+// pairs), as encoding/json decodes it. The runs between escapes are copied whole rather
+// than byte by byte.
+func appendUnquoted(dst, inner []byte) []byte {
+	for {
+		i := bytes.IndexByte(inner, '\\')
+		if i < 0 {
+			return append(dst, inner...)
+		}
+		dst = append(dst, inner[:i]...)
+		// The decoder validated the escape: a known character or four hex digits.
+		c := inner[i+1]
+		inner = inner[i+2:]
+		switch c {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hexRune(inner)
+			inner = inner[4:]
+			if utf16.IsSurrogate(r) { // the decoder validated the pair: \uD8xx\uDCxx
+				r = utf16.DecodeRune(r, hexRune(inner[2:]))
+				inner = inner[6:]
+			}
+			dst = utf8.AppendRune(dst, r)
+		default: // '"', '\\' and '/' stand for themselves
+			dst = append(dst, c)
+		}
 	}
-	// The decoder has validated the string, so the only errors AppendUnquote can report
-	// are for invalid UTF-8 and unpaired surrogate escapes, which it has replaced with
-	// U+FFFD, as encoding/json does.
-	dst, _ = jsontext.AppendUnquote(dst, v)
-	return dst, true
+}
+
+// hexRune returns the rune of the four hex digits b starts with, which the decoder
+// validated.
+func hexRune(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // messages flattens a non-empty array of messages onto out.
