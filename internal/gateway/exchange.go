@@ -388,13 +388,7 @@ type cancelOnClose struct {
 }
 
 // watchIdle ends the round trip's context unless more arrives within d.
-func (b *cancelOnClose) watchIdle(d time.Duration) {
-	if b.idle == nil {
-		b.idle = time.AfterFunc(d, b.cancel)
-	} else {
-		b.idle.Reset(d)
-	}
-}
+func (b *cancelOnClose) watchIdle(d time.Duration) { restart(&b.idle, d, b.cancel) }
 
 // Close closes the body and ends the context.
 func (b *cancelOnClose) Close() error {

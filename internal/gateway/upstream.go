@@ -87,12 +87,17 @@ func (c *upstreamClient) newUpstreamConn(addr string, conn net.Conn) *upstreamCo
 
 // arm starts (or restarts) the timer to cut the connection off in d.
 func (pc *upstreamConn) arm(d time.Duration) {
-	if pc.timer == nil {
-		pc.timer = time.AfterFunc(d, pc.cutOff)
-	} else {
-		pc.timer.Reset(d)
-	}
+	restart(&pc.timer, d, pc.cutOff)
 	pc.armed = true
+}
+
+// restart starts *t to call f in d, making it on first use, or restarts it.
+func restart(t **time.Timer, d time.Duration, f func()) {
+	if *t == nil {
+		*t = time.AfterFunc(d, f)
+	} else {
+		(*t).Reset(d)
+	}
 }
 
 // disarm stops the timer and reports whether it had fired, and so cut the connection

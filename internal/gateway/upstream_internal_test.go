@@ -99,12 +99,12 @@ func TestUpstreamClientWatchesIdleBodies(t *testing.T) {
 		if !ok {
 			t.Fatalf("body %T cannot be watched", resp.Body)
 		}
-		w.watchIdle(50 * time.Millisecond)
+		w.watchIdle(200 * time.Millisecond) // ample for a loopback answer
 		got, err := io.ReadAll(resp.Body)
 		return string(got), err
 	}
 	for i := range 3 {
-		time.Sleep(60 * time.Millisecond) // past the last watch's end
+		time.Sleep(250 * time.Millisecond) // past the last watch's end
 		if got, err := read(srv.URL); got != "first" || err != nil {
 			t.Fatalf("round trip %d read %q, %v; want first", i, got, err)
 		}

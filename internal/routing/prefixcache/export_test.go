@@ -21,3 +21,6 @@ func CountHashing(t interface{ Cleanup(func()) }) (prompts, bytes *atomic.Int64)
 // SetRetouchEvery sets how often an Add of a set's most recent prompt, unchanged, moves
 // its ticks on; 0: at every Add, as a model of the index expects.
 func (ix *Index) SetRetouchEvery(d time.Duration) { ix.retouchEvery = d }
+
+// SetRetouchEvery sets it for r's index.
+func (r *Router) SetRetouchEvery(d time.Duration) { r.index.SetRetouchEvery(d) }

@@ -135,11 +135,14 @@ func (ix *Index) release(h uint64, k endpoint.Key) {
 // hashes has more entries than the bound, only its leading ones are kept. If the
 // index's budget is then exceeded, Add evicts before returning.
 //
-// An Add of the prompt the set was last sent, within retouchInterval of its last touch,
-// changes nothing: the hashes keep their ticks, and Add reports false.
-func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (touched bool) {
+// Add returns the lowest tick the hashes it holds have when it returns, which every
+// tick of an earlier touch of any hash is below, unless the Add changed nothing: an Add
+// of the prompt the set was last sent, within retouchInterval of its last touch, leaves
+// the hashes their ticks. Either way a Trim below the returned tick leaves the prompt,
+// which the request has just sent to the engine. It returns 0 for no hashes.
+func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (floor uint64) {
 	if len(hashes) == 0 {
-		return false
+		return 0
 	}
 	set, ok := ix.lookup(k)
 	if !ok {
@@ -150,11 +153,11 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (touched bool) {
 	if e.MaxBlocks > 0 && e.MaxBlocks < bound {
 		bound = e.MaxBlocks
 	}
-	if !set.add(hashes, e.Epoch, bound, ix.retouchEvery) {
-		return false
+	floor, changed := set.add(hashes, e.Epoch, bound, ix.retouchEvery)
+	if changed {
+		ix.ledger.enforce()
 	}
-	ix.ledger.enforce()
-	return true
+	return floor
 }
 
 // Match returns the number of leading hashes that endpoint k holds in epoch: n such that
@@ -326,14 +329,16 @@ func (l *blockLRU) drop() {
 
 // add touches hashes, the first one last, in epoch within bound, as Index.Add describes,
 // unless they are the prompt the set was last sent, touched less than every ago. It
-// reports whether it changed the set.
-func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Duration) bool {
+// returns the lowest tick of the hashes (floor) and whether it changed the set.
+func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Duration) (floor uint64, changed bool) {
 	now := learnClock()
 	if last := l.lastAdd.Load(); now > last && now-last >= uint64(every) { // a store per interval, not per Add
 		l.lastAdd.Store(now)
 	}
-	if every > 0 && l.fresh(hashes, epoch, bound, now, every) {
-		return false
+	if every > 0 {
+		if floor, ok := l.fresh(hashes, epoch, bound, now, every); ok {
+			return floor, false
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -348,18 +353,25 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Dura
 	}
 	l.touchedAt = now
 	l.account()
-	return true
+	return l.floor(len(hashes)), true
 }
 
 // fresh reports whether hashes are the prompt the set was last sent, in epoch and within
 // bound, touched by an Add less than every before now: another Add of them would only
-// move their ticks on.
-func (l *blockLRU) fresh(hashes []uint64, epoch uint64, bound int, now uint64, every time.Duration) bool {
+// move their ticks on. It returns their lowest tick when they are.
+func (l *blockLRU) fresh(hashes []uint64, epoch uint64, bound int, now uint64, every time.Duration) (floor uint64, ok bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.epoch == epoch && len(l.slots) <= bound && now-l.touchedAt < uint64(every) &&
-		l.headRun(hashes) == len(hashes) && l.nodes[l.head].first()
+	if l.epoch != epoch || len(l.slots) > bound || now-l.touchedAt >= uint64(every) ||
+		l.headRun(hashes) < len(hashes) || !l.nodes[l.head].first() {
+		return 0, false
+	}
+	return l.floor(len(hashes)), true
 }
+
+// floor returns the lowest tick of the set's n most recent hashes, which an Add touches
+// in order, the first one last, from the head along the list. The caller holds l.mu.
+func (l *blockLRU) floor(n int) uint64 { return l.tick + 1 - uint64(n) }
 
 // retouch is the touch of every hash, the first one last, when hashes are the set's most
 // recent ones in order and the first is held as a first block, as after an Add of the

@@ -199,15 +199,15 @@ func TestIndexKeepsTheTicksOfARepeatedPrompt(t *testing.T) {
 	hot, other := chain(10, 4), chain(20, 4)
 	ix.Add(k, hot, prefixcache.Engine{})
 	first := ix.Ticks(k, hot, 0, nil)
-	if ix.Add(k, hot, prefixcache.Engine{}) {
-		t.Error("a repeated Add reported that it touched the set")
+	if floor := ix.Add(k, hot, prefixcache.Engine{}); floor != first[len(first)-1] {
+		t.Errorf("a repeated Add returned %d, want the lowest tick its blocks kept, %d", floor, first[len(first)-1])
 	}
 	if again := ix.Ticks(k, hot, 0, nil); !slices.Equal(again, first) {
 		t.Errorf("ticks after a repeated Add = %v, want unchanged %v", again, first)
 	}
 	ix.Add(k, other, prefixcache.Engine{})
-	if !ix.Add(k, hot, prefixcache.Engine{}) {
-		t.Error("an Add after another prompt reported that it changed nothing")
+	if floor := ix.Add(k, hot, prefixcache.Engine{}); floor <= first[0] {
+		t.Errorf("an Add after another prompt returned %d, want a tick past the earlier ones, above %d", floor, first[0])
 	}
 	if moved := ix.Ticks(k, hot, 0, nil); moved[0] <= first[0] {
 		t.Errorf("ticks after another prompt and the hot one = %v, want past %v", moved, first)

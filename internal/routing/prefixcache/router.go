@@ -406,14 +406,11 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 		}
 		r.cfg.ObserveMatch(float64(held) / float64(blocks))
 	}
-	if !r.index.Add(chosen.Key, hashes, e) && rec != nil {
-		// The prompt's blocks kept the ticks rec holds (retouchInterval): a report that
-		// the engine lacked them must not trim them, which the engine has just prefilled.
-		rec.spare = rec.ticks[len(rec.ticks)-1]
-	}
+	floor := r.index.Add(chosen.Key, hashes, e)
 	if rec == nil {
 		return nil // nothing expected, nothing to correct
 	}
+	rec.floor = floor
 	return rec
 }
 
@@ -452,9 +449,9 @@ type receipt struct {
 	epoch  uint64
 	blocks int      // the prompt's whole blocks
 	ticks  []uint64 // of the blocks expected held, in prompt order
-	// spare, when not 0, is the lowest tick of the request's own blocks, which a trim
-	// leaves: they kept the ticks of an earlier touch, which ticks holds.
-	spare uint64
+	// floor is the lowest tick of the request's own blocks once Learn added them
+	// (Index.Add): a trim stays below it, as the engine has just prefilled them.
+	floor uint64
 	// observe is Config.ObserveTrim.
 	observe func(blocks int)
 }
@@ -471,11 +468,7 @@ func (rec *receipt) Settle(u routing.Usage) {
 	if held+1 >= len(rec.ticks) {
 		return
 	}
-	tick := rec.ticks[held]
-	if rec.spare > 0 {
-		tick = min(tick, rec.spare-1)
-	}
-	if n := rec.index.Trim(rec.key, rec.epoch, tick); n > 0 && rec.observe != nil {
+	if n := rec.index.Trim(rec.key, rec.epoch, min(rec.ticks[held], rec.floor-1)); n > 0 && rec.observe != nil {
 		rec.observe(n)
 	}
 }

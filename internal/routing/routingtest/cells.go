@@ -59,11 +59,14 @@ func Admitted(rc *routing.RoutingContext, limit int64) (routing.Admitted, []rout
 
 // CheckScoreCellsIsScore checks, over 300 random fleets (RandomFleet), requests and
 // limits, that s.ScoreCells scores the pods a limit admits exactly as s.Score scores
-// their Candidates, errors included. prepare, if set, is called with each fleet before
-// it is scored, as to teach s about it.
+// their Candidates, errors included, and that a third of the fleets at least were
+// scored, not failed. prepare, if set, is called with each fleet before it is scored,
+// as to teach s about it.
 func CheckScoreCellsIsScore(t *testing.T, s routing.CellScorer, prepare func(*Fleet, *rand.Rand)) {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(12, 21))
+	scored := 0
+	defer func() { checkCompared(t, "scored", scored) }()
 	for iter := range 300 {
 		fleet := RandomFleet(rnd)
 		if prepare != nil {
@@ -82,6 +85,7 @@ func CheckScoreCellsIsScore(t *testing.T, s routing.CellScorer, prepare func(*Fl
 		if wantErr != nil {
 			continue
 		}
+		scored++
 		for j := range want {
 			if got[j] != want[j] && !(math.IsNaN(got[j]) && math.IsNaN(want[j])) {
 				t.Fatalf("iteration %d: ScoreCells = %v, Score = %v", iter, got, want)
@@ -97,12 +101,15 @@ func FirstTie(int) int { return 0 }
 
 // CheckPickPodIsPick checks, over 300 random fleets (RandomFleet), requests and limits,
 // that PickPod chooses among the pods a limit admits exactly as Pick chooses among their
-// Candidates: the same pod, with its count; and that it declines where no pod is
-// admitted or Pick fails. newPicker returns the picker for each fleet, drawing with
-// FirstTie, and may teach it about the fleet with rnd.
+// Candidates: the same pod, with its count; that it declines where no pod is admitted or
+// Pick fails; and that a third of the fleets at least were chosen from, not declined.
+// newPicker returns the picker for each fleet, drawing with FirstTie, and may teach it
+// about the fleet with rnd.
 func CheckPickPodIsPick(t *testing.T, newPicker func(*Fleet, *rand.Rand) routing.PodPicker) {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(3, 9))
+	chosen := 0
+	defer func() { checkCompared(t, "chosen from", chosen) }()
 	for iter := range 300 {
 		fleet := RandomFleet(rnd)
 		p := newPicker(fleet, rnd)
@@ -127,6 +134,16 @@ func CheckPickPodIsPick(t *testing.T, newPicker func(*Fleet, *rand.Rand) routing
 			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)",
 				iter, got, n, ok, pods.Index[want], pods.InFlight[want])
 		}
+		chosen++
+	}
+}
+
+// checkCompared fails t when fewer than a third of a check's 300 fleets were compared
+// (what names how): a check whose fleets all fail or decline compares nothing.
+func checkCompared(t *testing.T, what string, n int) {
+	t.Helper()
+	if n < 100 {
+		t.Errorf("only %d of 300 random fleets were %s: the check compared too little", n, what)
 	}
 }
 

@@ -142,11 +142,8 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 
 // clock returns the time the session table is read and written at for rc.
 func (r *Router) clock(rc *routing.RoutingContext) time.Time {
-	switch {
-	case r.now != nil:
+	if r.now != nil {
 		return r.now()
-	case rc.Now.IsZero(): // a context not made by Init
-		return time.Now()
 	}
 	return rc.Now
 }
