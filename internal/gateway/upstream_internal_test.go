@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -136,46 +135,52 @@ func TestUpstreamClientClosesConnectionsNotReadToTheEnd(t *testing.T) {
 }
 
 // TestUpstreamClientRedialsClosedIdleConnections serves one request per connection and
-// closes it, without saying so in the answer: the next request must not fail.
+// closes it, without saying so in the answer: the next request must not fail, and the
+// idle connection's probe, not a resend after a failed write, must make the client dial
+// anew.
 func TestUpstreamClientRedialsClosedIdleConnections(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			req, err := http.ReadRequest(bufio.NewReader(conn))
-			if err == nil {
-				_, _ = io.Copy(io.Discard, req.Body)
-				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}
-			_ = conn.Close()
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
 		}
-	}()
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		_ = conn.Close()
+	})
 	c := newTestUpstreamClient(t, time.Minute)
-	for i := range 3 {
-		resp, err := c.RoundTrip(post(t, context.Background(), "http://"+ln.Addr().String(), "b"))
+	addr := srv.Listener.Addr().String()
+	const trips = 3
+	for i := range trips {
+		resp, err := c.RoundTrip(post(t, context.Background(), srv.URL, "b"))
 		if err != nil {
 			t.Fatalf("round trip %d: %v", i, err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
+		if i == trips-1 {
+			break
+		}
 		// Let the server's close arrive before the next round trip: a POST whose
 		// connection is closed after it was written is not sent again (the engine may
 		// have read it), so a close racing the next write is not this test's case.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			c.mu.Lock()
-			pc := c.idle[ln.Addr().String()][0]
-			c.mu.Unlock()
-			if !pc.probe.alive() || time.Now().After(deadline) {
-				break
+		c.mu.Lock()
+		closed := c.idle[addr][0]
+		c.mu.Unlock()
+		for deadline := time.Now().Add(5 * time.Second); closed.probe.alive(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round trip %d: the server's close did not reach the idle connection in 5 s", i)
 			}
 		}
+		pc, err := c.conn(context.Background(), addr)
+		if err != nil {
+			t.Fatalf("round trip %d: %v", i+1, err)
+		}
+		if pc == closed || pc.reused {
+			t.Fatalf("round trip %d: handed the idle connection the server closed; want a new one", i+1)
+		}
+		c.put(pc) // the next round trip reuses it
 	}
 }
 
