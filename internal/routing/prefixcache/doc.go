@@ -37,7 +37,11 @@
 // the minimum; among equal predictions the least loaded wins (fewest requests in flight,
 // then fewest prompt tokens sent), remaining ties at random. A hot prefix thus spreads
 // by itself: once its favoured engine's queue costs more than the prefill elsewhere, the
-// next request goes elsewhere and that engine learns the prefix too.
+// next request goes elsewhere and that engine learns the prefix too. Once several engines
+// hold it, it spreads by load: where the prompt's longest match is held by two candidates
+// or more, a block that c candidates hold costs one without it only 1/c of its prefill
+// (the replication credit), as the engine that prefills it can then take the requests
+// that follow. A conversation's history, which one engine holds, earns no credit.
 //
 // Two settings keep a meaning on top of the prediction: a match below MinMatchRatio of
 // the prompt's blocks counts as none, and LoadImbalanceThreshold stays a hard guard, an

@@ -123,12 +123,11 @@ func New(cfg Config, rnd routing.Random) *Router {
 // request on cands[i], so that a weighted policy weighs the prediction. A candidate left
 // out by the load guard scores -Inf. Score never returns an error.
 func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, scores []float64) error {
-	d := r.prepare(rc, cands)
-	var keys [16]endpoint.Key // the holders of most prompts' first block
-	holders := d.holders(keys[:0])
+	var d decision
+	r.prepare(&d, rc, cands)
 	for i := range cands {
 		scores[i] = math.Inf(-1)
-		if t, ok := d.predict(i, holders); ok {
+		if t, ok := d.predict(i); ok {
 			scores[i] = -t
 		}
 	}
@@ -150,15 +149,18 @@ func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, s
 	var matchBuf [16]match
 	admitted := func(i int) (int, bool) { return slices.BinarySearch(pods.Index, i) }
 	matches := r.matches(rc, r.hashes(rc), admitted, matchBuf[:0])
+	var lenBuf [16]int
+	shared := sharedBlocks(matches, lenBuf[:0])
+	cold := r.uncached(tokens, 0, shared) // the uncached tokens of a pod holding no leading block
 	for j, i := range pods.Index {
-		uncached := tokens
+		uncached := cold
 		if len(matches) > 0 && matches[0].candidate == j {
-			uncached -= int64(matches[0].blocks * r.cfg.BlockSize)
+			uncached = r.uncached(tokens, matches[0].blocks, shared)
 			matches = matches[1:]
 		}
 		scores[j] = math.Inf(-1)
 		if n := pods.InFlight[j]; n < limit {
-			scores[j] = -cellTTFT(&estimate, cells[i], n, float64(uncached), pods.Oldest)
+			scores[j] = -cellTTFT(&estimate, cells[i], n, uncached, pods.Oldest)
 		}
 	}
 	return nil
@@ -173,12 +175,11 @@ func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, s
 // uniformly at random. Pick never returns an error.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
 	r.sweep(rc.Now)
-	d := r.prepare(rc, cands)
-	var keys [16]endpoint.Key
-	holders := d.holders(keys[:0])
+	var d decision
+	r.prepare(&d, rc, cands)
 	var best choice
 	for i := range cands {
-		if t, ok := d.predict(i, holders); ok {
+		if t, ok := d.predict(i); ok {
 			best.offer(i, t, cands[i].InFlight, cands[i].Load(), r.rnd)
 		}
 	}
@@ -231,15 +232,18 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	// and the soonest of their predictions bounds the winner's, so that most other pods
 	// lose at one comparison, without being offered. Every pod is offered in candidate
 	// order, for the choice to be Pick's.
+	var lenBuf [16]int
+	shared := sharedBlocks(matches, lenBuf[:0])
 	bound := math.Inf(1)
 	for j := range matches {
 		m := &matches[j]
 		h := cells[m.candidate]
 		if m.inFlight = h.InFlight(); m.inFlight < cutoff {
-			m.ttft = cellTTFT(&estimate, h, m.inFlight, float64(tokens-int64(m.blocks*r.cfg.BlockSize)), oldest)
+			m.ttft = cellTTFT(&estimate, h, m.inFlight, r.uncached(tokens, m.blocks, shared), oldest)
 			bound = min(bound, m.ttft)
 		}
 	}
+	cold := r.uncached(tokens, 0, shared) // the uncached tokens of a pod holding no leading block
 	var best choice
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
@@ -250,7 +254,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			continue
 		}
 		if n := h.InFlight(); n < cutoff {
-			if t := cellTTFT(&estimate, h, n, float64(tokens), oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
+			if t := cellTTFT(&estimate, h, n, cold, oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
 				best.offer(i, t, n, &h.Load, r.rnd)
 			}
 		}
@@ -311,27 +315,49 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, admitted f
 	return dst
 }
 
-// decision is one request's view of its candidates: the prompt's block hashes and the
-// prediction of each candidate's time to first token.
+// decision is one request's view of its candidates: the candidates holding leading
+// blocks of the prompt and the prediction of each candidate's time to first token.
 type decision struct {
 	r        *Router
-	rc       *routing.RoutingContext
 	cands    []routing.Candidate
-	hashes   []uint64
 	estimate ttft.Estimator
 	limit    int64 // the load guard: candidates with this many requests in flight or more are left out
-	minHeld  int   // the fewest leading blocks that count as a match (MinMatchRatio)
 	tokens   int64 // the prompt's estimated tokens
+	// matches are the candidates holding at least MinMatchRatio of the prompt's blocks in
+	// leading blocks (and at least one), in candidate order; shared is sharedBlocks of
+	// them. They are slices of matchBuf and lenBuf for most prompts.
+	matches []match
+	shared  []int
+	// cold is the uncached tokens of a candidate holding no leading block.
+	cold     float64
+	matchBuf [16]match
+	lenBuf   [16]int
 }
 
-// prepare returns the view of rc over cands.
-func (r *Router) prepare(rc *routing.RoutingContext, cands []routing.Candidate) decision {
-	d := decision{r: r, rc: rc, cands: cands, estimate: ttft.New(cands, rc.Now)}
+// prepare makes d the view of rc over cands. It asks the index only about the endpoints
+// holding the prompt's first block: as block hashes are chained, the only ones that can
+// hold any of its leading blocks.
+func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routing.Candidate) {
+	d.r, d.cands, d.estimate = r, cands, ttft.New(cands, rc.Now)
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
-	d.hashes = r.hashes(rc)
-	d.minHeld = r.minHeld(rc)
 	d.tokens = r.promptTokens(rc)
-	return d
+	d.matches = d.matchBuf[:0]
+	if hashes := r.hashes(rc); len(hashes) > 0 {
+		var keys [16]endpoint.Key
+		holders := r.index.Holders(hashes[0], keys[:0])
+		minHeld := max(r.minHeld(rc), 1)
+		for i := range cands {
+			c := &cands[i]
+			if !slices.Contains(holders, c.Key) {
+				continue
+			}
+			if held := r.index.Match(c.Key, hashes, epochOf(c)); held >= minHeld {
+				d.matches = append(d.matches, match{candidate: i, blocks: held})
+			}
+		}
+	}
+	d.shared = sharedBlocks(d.matches, d.lenBuf[:0])
+	d.cold = r.uncached(d.tokens, 0, d.shared)
 }
 
 // minHeld returns the fewest leading blocks of rc's prompt that count as a match
@@ -353,32 +379,72 @@ func (r *Router) promptTokens(rc *routing.RoutingContext) int64 {
 	return int64(len(rc.Prompt) / bytesPerToken)
 }
 
-// holders appends to dst the endpoints holding the prompt's first block: the only ones
-// that can hold any of its leading blocks, and so the only ones predict asks the index
-// about.
-func (d *decision) holders(dst []endpoint.Key) []endpoint.Key {
-	if len(d.hashes) == 0 {
-		return dst
-	}
-	return d.r.index.Holders(d.hashes[0], dst)
-}
-
 // predict returns the predicted time to first token on candidate i, in seconds, and
-// false when the load guard leaves it out. The prompt tokens the engine is expected to
-// hold are the leading blocks the index holds for the candidate (one of holders),
-// unless they are fewer than MinMatchRatio of the prompt's blocks.
-func (d *decision) predict(i int, holders []endpoint.Key) (float64, bool) {
+// false when the load guard leaves it out.
+func (d *decision) predict(i int) (float64, bool) {
 	c := &d.cands[i]
 	if c.InFlight >= d.limit {
 		return 0, false
 	}
-	held := 0
-	if slices.Contains(holders, c.Key) {
-		if held = d.r.index.Match(c.Key, d.hashes, epochOf(c)); held < d.minHeld {
-			held = 0
+	uncached := d.cold
+	for _, m := range d.matches {
+		if m.candidate == i {
+			uncached = d.r.uncached(d.tokens, m.blocks, d.shared)
+			break
 		}
 	}
-	return d.estimate.TTFT(c, float64(d.tokens-int64(held*d.r.cfg.BlockSize))), true
+	return d.estimate.TTFT(c, uncached), true
+}
+
+// uncached returns the prompt tokens, of tokens, that a candidate holding held leading
+// blocks is charged the prefill of: those beyond its blocks, less the replication
+// credit of the blocks other candidates hold (see sharedBlocks).
+func (r *Router) uncached(tokens int64, held int, shared []int) float64 {
+	return float64(tokens) - (float64(held)+replicated(shared, held))*float64(r.cfg.BlockSize)
+}
+
+// sharedBlocks appends to dst the leading blocks each of matches holds, most first (the
+// k-th of them, from 1, is how far k candidates hold the prompt), or none when the
+// longest of them is one candidate's alone.
+//
+// A prefix that c candidates hold is popular: the requests sharing it have spread it over
+// c engines already, and its prefill on one more engine is an investment that the
+// requests after this one share, as that engine can then take them by load. A candidate
+// without a block that c others hold is therefore charged only 1/c of its prefill
+// (replicated): a prefix that one engine holds stays there until that engine's wait
+// outweighs a whole prefill elsewhere, but one that several hold spreads over the rest by
+// load. Without the credit, an engine the hot prefix never reached is left to the
+// requests that share nothing, while the prefix's own requests queue on its holders to
+// save a prefill that one request could pay for all. The credit is given only where the
+// prompt's longest match is held by two or more: a conversation's history, which one
+// engine holds, keeps its request there by the whole prefill of the history and of the
+// system prompt before it, whoever else holds that system prompt.
+func sharedBlocks(matches []match, dst []int) []int {
+	for _, m := range matches {
+		dst = append(dst, m.blocks)
+	}
+	slices.SortFunc(dst, func(a, b int) int { return cmp.Compare(b, a) })
+	if len(dst) < 2 || dst[1] < dst[0] { // the longest match is one candidate's alone
+		return dst[:0]
+	}
+	return dst
+}
+
+// replicated returns the blocks, beyond its held leading ones, a candidate is credited as
+// holding because others hold them (sharedBlocks): each block that c other candidates
+// hold counts as 1-1/c of a block.
+func replicated(shared []int, held int) float64 {
+	credit := 0.0
+	for k := 2; k <= len(shared); k++ { // blocks [shared[k], shared[k-1]) are held by k candidates
+		hi, lo := shared[k-1], held
+		if k < len(shared) {
+			lo = max(lo, shared[k])
+		}
+		if hi > lo {
+			credit += float64(hi-lo) * (1 - 1/float64(k))
+		}
+	}
+	return credit
 }
 
 // Learn records that the request's prompt blocks were routed to chosen, after telling

@@ -235,7 +235,9 @@ func TestScore(t *testing.T) {
 	r.Learn(fleet.Context(routing.Request{Prompt: promptAB}), fleet.Pod(1))
 
 	// No engine speed is learnt: the priors predict the prefill of the tokens each pod
-	// lacks (4 of 4 one-token blocks on pod 2, 2 on pod 1, none on pod 0).
+	// lacks (4 of 4 one-token blocks on pod 2, 2 on pod 1, none on pod 0). The longest
+	// match is pod 0's alone, so blocks A and B, which pods 0 and 1 hold, earn pod 2 no
+	// replication credit.
 	prefill := func(uncached float64) float64 { return -uncached * ttft.PriorPrefillPerToken }
 	rc := fleet.Context(routing.Request{Prompt: promptABCD})
 	scores := make([]float64, 3)
@@ -414,6 +416,63 @@ func TestHotSharedPrefixDoesNotPinTraffic(t *testing.T) {
 		if n == 0 {
 			t.Errorf("pod %d got no request (per pod: %v)", pod, perPod)
 		}
+	}
+}
+
+// TestPopularPrefixSpreadsByLoad checks the replication credit: a prefix that several
+// endpoints hold costs an endpoint without it only part of its prefill, so that a request
+// takes that endpoint's free slot rather than queue on a holder; a prefix that one
+// endpoint holds, alone or as a conversation's history after a system prompt others hold
+// too, costs the whole prefill elsewhere, and the request queues on its holder.
+func TestPopularPrefixSpreadsByLoad(t *testing.T) {
+	// A slot frees after 0.35 s on a full engine: less than a 2048-token prefill (0.41 s),
+	// more than a third of it.
+	const prefillPerToken, service = 0.0002, 0.35
+	system := "system: " + strings.Repeat("abcdefgh", 1024) + "\n"        // 2048 tokens
+	history := system + "user: " + strings.Repeat("hgfedcba", 256) + "\n" // 512 tokens more
+	tests := []struct {
+		name   string
+		learnt map[int]string // pod → prompt routed to it earlier; those pods are full
+		prompt string
+		want   int
+	}{
+		{"a system prompt three hold: the idle endpoint without it wins",
+			map[int]string{0: system, 1: system, 2: system}, system + "user: a question", 3},
+		{"a system prompt one holds: the request queues on its holder",
+			map[int]string{0: system}, system + "user: a question", 0},
+		{"a history one holds: the request queues on its holder, whoever holds the system prompt",
+			map[int]string{0: history, 1: system, 2: system}, history + "user: the next turn", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fleet := routingtest.NewFleet("llama", 4)
+			r := prefixcache.New(prefixcache.Config{Pods: fleet.Cache}, routingtest.SeededRandom(1))
+			// Every engine has 8 slots; those that hold something run a full batch, which
+			// started just now (a slot frees after a whole service time), the other half
+			// of one.
+			for i := range 4 {
+				n := 4
+				if prompt, ok := tt.learnt[i]; ok {
+					r.Learn(fleet.Context(routing.Request{Prompt: prompt}), fleet.Pod(i))
+					n = 8
+				}
+				fleet.Reserve(i, n)
+				fleet.SetMetrics(i, endpoint.Metrics{Running: float64(n), LocalInFlight: int64(n), Profile: endpoint.Profile{
+					PrefillPerToken: prefillPerToken, Service: service, DecodePerToken: 0.02, Slots: 8,
+					PrefilledTokens: 1e6, Requests: 1e3}})
+			}
+			rc := fleet.Context(routing.Request{Prompt: tt.prompt})
+			got, err := r.Pick(rc, routingtest.Candidates(rc))
+			if err != nil {
+				t.Fatalf("Pick() error = %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("Pick() = pod %d, want pod %d", got, tt.want)
+			}
+			if got, _, _ := r.PickPod(rc, routing.Eligibility{StaleAfter: routingtest.StaleAfter}); got != tt.want {
+				t.Errorf("PickPod() = pod %d, want pod %d", got, tt.want)
+			}
+		})
 	}
 }
 
