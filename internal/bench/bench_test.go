@@ -675,3 +675,21 @@ func TestWriteReport(t *testing.T) {
 		}
 	}
 }
+
+func TestPointArrivalsDoNotDependOnTheSelection(t *testing.T) {
+	// A whole run's points: every workload, in Workloads' order, at rates 0, 1 and 2.
+	seen := map[uint64]string{}
+	for wi, name := range WorkloadNames() {
+		for ri := range 3 {
+			got := pointArrivals(7, name, ri)
+			if want := uint64(7*1000 + wi*100 + ri); got != want {
+				t.Errorf("pointArrivals(7, %q, %d) = %d, want %d, as in a run of every workload", name, ri, got, want)
+			}
+			point := fmt.Sprintf("%s/%d", name, ri)
+			if other, dup := seen[got]; dup {
+				t.Errorf("points %s and %s share arrivals %d", other, point, got)
+			}
+			seen[got] = point
+		}
+	}
+}

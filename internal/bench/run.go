@@ -238,12 +238,12 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 	engine := cfg.engineModel()
 	total := len(workloads) * len(seeds) * len(res.Strategies) * len(cfg.Rates)
 	n := 0
-	for wi, w := range workloads {
+	for _, w := range workloads {
 		// The strategies take turns within each seed, so that a slow drift of the machine
 		// spreads over all of them rather than favouring whichever ran its seeds first.
 		for _, seed := range seeds {
 			for ri, rate := range cfg.Rates {
-				_, reqs := pointRequests(w, boundStrategy, rate, cfg.Duration, pointArrivals(seed, wi, ri))
+				_, reqs := pointRequests(w, boundStrategy, rate, cfg.Duration, pointArrivals(seed, w.Name, ri))
 				res.Bounds = append(res.Bounds, Bound{Workload: w.Name, Rate: rate, Seed: seed,
 					TTFT: Summarize(lowerBound(reqs, engine))})
 			}
@@ -256,7 +256,7 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 				err := f.withFailingEngines(ctx, w.FailingEngines, func() error {
 					for ri, rate := range cfg.Rates {
 						n++
-						p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed, pointArrivals(seed, wi, ri))
+						p, err := f.runPoint(ctx, w, strategy, rate, cfg.Duration, seed, pointArrivals(seed, w.Name, ri))
 						if err != nil {
 							return fmt.Errorf("%s/%s at %g req/s, seed %d: %w", w.Name, strategy, rate, seed, err)
 						}
@@ -276,10 +276,12 @@ func runRouting(ctx context.Context, cfg Config, res *Results, workloads []Workl
 }
 
 // pointArrivals is the seed of the arrivals and request shapes of the load point at the
-// rate-th rate of the workload-th workload under the run's seed: the same for every
-// strategy of that seed.
-func pointArrivals(seed uint64, workload, rate int) uint64 {
-	return seed*1000 + uint64(workload*100+rate)
+// rate-th rate of the named workload under the run's seed: the same for every strategy of
+// that seed, and, as the workload counts by its place among all Workloads, the same
+// whichever of them a run selects, so that a run of one workload at `make bench`'s rates
+// repeats its points of a whole `make bench`.
+func pointArrivals(seed uint64, workload string, rate int) uint64 {
+	return seed*1000 + uint64(slices.Index(WorkloadNames(), workload)*100+rate)
 }
 
 // runSeeds returns the n seeds base, base+1, ...; at least base.
