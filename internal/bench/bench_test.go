@@ -676,8 +676,11 @@ func TestWriteReport(t *testing.T) {
 	}
 }
 
-func TestPointArrivalsDoNotDependOnTheSelection(t *testing.T) {
-	// A whole run's points: every workload, in Workloads' order, at rates 0, 1 and 2.
+// TestPointArrivalsCountEveryWorkload checks that a point's arrivals count its workload
+// by its place among all Workloads (pointArrivals takes no selection to count in), so
+// that a whole run's points keep the arrivals they had when the selection was all of
+// them, and that no two points share arrivals.
+func TestPointArrivalsCountEveryWorkload(t *testing.T) {
 	seen := map[uint64]string{}
 	for wi, name := range WorkloadNames() {
 		for ri := range 3 {

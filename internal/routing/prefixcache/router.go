@@ -147,15 +147,21 @@ func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, s
 	estimate, limit := fleet.Estimator(rc.Now), idlest+r.cfg.LoadImbalanceThreshold
 	tokens := r.promptTokens(rc)
 	var matchBuf [16]match
-	admitted := func(i int) (int, bool) { return slices.BinarySearch(pods.Index, i) }
-	matches := r.matches(rc, r.hashes(rc), admitted, matchBuf[:0])
+	find := func(k endpoint.Key) (int, uint64, bool) { // a holder's place in pods.Index
+		if i, ok := cache.FindPod(rc.Candidates, k); ok {
+			if j, ok := slices.BinarySearch(pods.Index, i); ok {
+				return j, cells[i].Epoch(), true
+			}
+		}
+		return 0, 0, false
+	}
+	matches := r.matches(rc, r.hashes(rc), find, matchBuf[:0])
 	var lenBuf [16]int
-	shared := sharedBlocks(matches, lenBuf[:0])
-	cold := r.uncached(tokens, 0, shared) // the uncached tokens of a pod holding no leading block
+	ch := r.charges(tokens, matches, lenBuf[:0])
 	for j, i := range pods.Index {
-		uncached := cold
+		uncached := ch.cold
 		if len(matches) > 0 && matches[0].candidate == j {
-			uncached = r.uncached(tokens, matches[0].blocks, shared)
+			uncached = ch.uncached(matches[0].blocks)
 			matches = matches[1:]
 		}
 		scores[j] = math.Inf(-1)
@@ -224,26 +230,30 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	// Pods at the admission bound or the load guard (idlest + threshold) are left out.
 	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
 	tokens := r.promptTokens(rc)
-	var matchBuf [16]match // the matches of most prompts
-	admitted := func(i int) (int, bool) { return i, cells[i].InFlight() < limit }
-	matches := r.matches(rc, r.hashes(rc), admitted, matchBuf[:0])
+	var matchBuf [16]match                             // the matches of most prompts
+	find := func(k endpoint.Key) (int, uint64, bool) { // an admitted holder's place in cells
+		if i, ok := cache.FindPod(rc.Candidates, k); ok && cells[i].InFlight() < limit {
+			return i, cells[i].Epoch(), true
+		}
+		return 0, 0, false
+	}
+	matches := r.matches(rc, r.hashes(rc), find, matchBuf[:0])
 
 	// The pods holding leading blocks are the likeliest to win: they are predicted first,
 	// and the soonest of their predictions bounds the winner's, so that most other pods
 	// lose at one comparison, without being offered. Every pod is offered in candidate
 	// order, for the choice to be Pick's.
 	var lenBuf [16]int
-	shared := sharedBlocks(matches, lenBuf[:0])
+	ch := r.charges(tokens, matches, lenBuf[:0])
 	bound := math.Inf(1)
 	for j := range matches {
 		m := &matches[j]
 		h := cells[m.candidate]
 		if m.inFlight = h.InFlight(); m.inFlight < cutoff {
-			m.ttft = cellTTFT(&estimate, h, m.inFlight, r.uncached(tokens, m.blocks, shared), oldest)
+			m.ttft = cellTTFT(&estimate, h, m.inFlight, ch.uncached(m.blocks), oldest)
 			bound = min(bound, m.ttft)
 		}
 	}
-	cold := r.uncached(tokens, 0, shared) // the uncached tokens of a pod holding no leading block
 	var best choice
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
@@ -254,7 +264,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			continue
 		}
 		if n := h.InFlight(); n < cutoff {
-			if t := cellTTFT(&estimate, h, n, cold, oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
+			if t := cellTTFT(&estimate, h, n, ch.cold, oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
 				best.offer(i, t, n, &h.Load, r.rnd)
 			}
 		}
@@ -287,11 +297,13 @@ type match struct {
 	ttft              float64
 }
 
-// matches appends to dst the candidates of rc that admitted admits and that hold at
-// least MinMatchRatio of the prompt's blocks hashes in leading blocks (and at least
-// one), in candidate order; admitted maps a candidate's index in rc.Candidates to the
-// one its match records, and reports whether the candidate is admitted.
-func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, admitted func(int) (int, bool), dst []match) []match {
+// matches appends to dst the candidates that hold at least MinMatchRatio of the prompt's
+// blocks hashes in leading blocks (and at least one), in candidate order. It asks the
+// index only about the endpoints holding the prompt's first block: as block hashes are
+// chained, the only ones that can hold any of its leading blocks. find returns such an
+// endpoint's candidate index, as its match records it, and its engine's restart epoch,
+// or false when the endpoint is not a candidate the decision admits.
+func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, find func(endpoint.Key) (int, uint64, bool), dst []match) []match {
 	if len(hashes) == 0 {
 		return dst
 	}
@@ -299,16 +311,12 @@ func (r *Router) matches(rc *routing.RoutingContext, hashes []uint64, admitted f
 	holders := r.index.Holders(hashes[0], keys[:0])
 	minHeld := max(r.minHeld(rc), 1)
 	for _, k := range holders {
-		i, ok := cache.FindPod(rc.Candidates, k)
+		i, epoch, ok := find(k)
 		if !ok {
 			continue
 		}
-		j, ok := admitted(i)
-		if !ok {
-			continue
-		}
-		if held := r.index.Match(k, hashes, rc.Cells[i].Epoch()); held >= minHeld {
-			dst = append(dst, match{candidate: j, blocks: held})
+		if held := r.index.Match(k, hashes, epoch); held >= minHeld {
+			dst = append(dst, match{candidate: i, blocks: held})
 		}
 	}
 	slices.SortFunc(dst, func(a, b match) int { return cmp.Compare(a.candidate, b.candidate) })
@@ -322,42 +330,27 @@ type decision struct {
 	cands    []routing.Candidate
 	estimate ttft.Estimator
 	limit    int64 // the load guard: candidates with this many requests in flight or more are left out
-	tokens   int64 // the prompt's estimated tokens
-	// matches are the candidates holding at least MinMatchRatio of the prompt's blocks in
-	// leading blocks (and at least one), in candidate order; shared is sharedBlocks of
-	// them. They are slices of matchBuf and lenBuf for most prompts.
-	matches []match
-	shared  []int
-	// cold is the uncached tokens of a candidate holding no leading block.
-	cold     float64
+	// matches are the candidates holding leading blocks (Router.matches), ch what the
+	// prompt's prefill costs each; they are slices of matchBuf and lenBuf for most prompts.
+	matches  []match
+	ch       charges
 	matchBuf [16]match
 	lenBuf   [16]int
 }
 
-// prepare makes d the view of rc over cands. It asks the index only about the endpoints
-// holding the prompt's first block: as block hashes are chained, the only ones that can
-// hold any of its leading blocks.
+// prepare makes d the view of rc over cands.
 func (r *Router) prepare(d *decision, rc *routing.RoutingContext, cands []routing.Candidate) {
 	d.r, d.cands, d.estimate = r, cands, ttft.New(cands, rc.Now)
 	d.limit = minInFlight(cands) + r.cfg.LoadImbalanceThreshold
-	d.tokens = r.promptTokens(rc)
-	d.matches = d.matchBuf[:0]
-	if hashes := r.hashes(rc); len(hashes) > 0 {
-		var keys [16]endpoint.Key
-		holders := r.index.Holders(hashes[0], keys[:0])
-		minHeld := max(r.minHeld(rc), 1)
-		for i := range cands {
-			c := &cands[i]
-			if !slices.Contains(holders, c.Key) {
-				continue
-			}
-			if held := r.index.Match(c.Key, hashes, epochOf(c)); held >= minHeld {
-				d.matches = append(d.matches, match{candidate: i, blocks: held})
-			}
+	find := func(k endpoint.Key) (int, uint64, bool) {
+		i := slices.IndexFunc(cands, func(c routing.Candidate) bool { return c.Key == k })
+		if i < 0 {
+			return 0, 0, false
 		}
+		return i, epochOf(&cands[i]), true
 	}
-	d.shared = sharedBlocks(d.matches, d.lenBuf[:0])
-	d.cold = r.uncached(d.tokens, 0, d.shared)
+	d.matches = r.matches(rc, r.hashes(rc), find, d.matchBuf[:0])
+	d.ch = r.charges(r.promptTokens(rc), d.matches, d.lenBuf[:0])
 }
 
 // minHeld returns the fewest leading blocks of rc's prompt that count as a match
@@ -386,21 +379,36 @@ func (d *decision) predict(i int) (float64, bool) {
 	if c.InFlight >= d.limit {
 		return 0, false
 	}
-	uncached := d.cold
+	uncached := d.ch.cold
 	for _, m := range d.matches {
 		if m.candidate == i {
-			uncached = d.r.uncached(d.tokens, m.blocks, d.shared)
+			uncached = d.ch.uncached(m.blocks)
 			break
 		}
 	}
 	return d.estimate.TTFT(c, uncached), true
 }
 
-// uncached returns the prompt tokens, of tokens, that a candidate holding held leading
-// blocks is charged the prefill of: those beyond its blocks, less the replication
-// credit of the blocks other candidates hold (see sharedBlocks).
-func (r *Router) uncached(tokens int64, held int, shared []int) float64 {
-	return float64(tokens) - (float64(held)+replicated(shared, held))*float64(r.cfg.BlockSize)
+// charges is what a prompt's prefill costs each candidate of one decision, in the prompt
+// tokens it is charged the prefill of: those beyond the leading blocks the candidate
+// holds, less the replication credit of the blocks others hold (see sharedBlocks).
+type charges struct {
+	tokens, blockSize float64
+	shared            []int   // sharedBlocks of the decision's matches
+	cold              float64 // the charge of a candidate holding no leading block
+}
+
+// charges returns the charges of a prompt of tokens tokens among matches, building the
+// shared blocks in buf.
+func (r *Router) charges(tokens int64, matches []match, buf []int) charges {
+	ch := charges{tokens: float64(tokens), blockSize: float64(r.cfg.BlockSize), shared: sharedBlocks(matches, buf)}
+	ch.cold = ch.uncached(0)
+	return ch
+}
+
+// uncached returns the charge of a candidate holding held leading blocks.
+func (ch *charges) uncached(held int) float64 {
+	return ch.tokens - (float64(held)+replicated(ch.shared, held))*ch.blockSize
 }
 
 // sharedBlocks appends to dst the leading blocks each of matches holds, most first (the
