@@ -222,7 +222,7 @@ spec:
       containers:
       - name: engine
         image: switchboard/engine-sim
-        args: [--model, $model, --time-scale, "$time_scale"]
+        args: [--model, $model, --max-num-seqs, "32", --time-scale, "$time_scale"]
         ports: [{name: http, containerPort: 8000}]
         readinessProbe:
           httpGet: {path: /health, port: 8000}

@@ -414,6 +414,7 @@ func (f *fleet) createObjects(ctx context.Context, listener string) error {
 				"app": engineLabel, "switchboard.dev/model": benchModel, "switchboard.dev/port": port,
 			}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
+				Args:      []string{"--max-num-seqs", strconv.Itoa(f.cfg.MaxNumSeqs)},
 				Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: int32(portNumber)}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 		}

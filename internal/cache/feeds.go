@@ -2,7 +2,9 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,8 +100,44 @@ func EndpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
 		}
 	}
 	ep := plainEndpoint(pod)
-	ep.Port, ep.BaseModel, ep.Engine = int32(port), model, engine
+	ep.Port, ep.BaseModel, ep.Engine, ep.Slots = int32(port), model, engine, declaredSlots(pod)
 	return ep, true, nil
+}
+
+// slotFlags are the engine flags that bound the requests an engine runs at once: vLLM's
+// and SGLang's, each also spelt with underscores, as both engines accept.
+var slotFlags = []string{"--max-num-seqs", "--max_num_seqs", "--max-running-requests", "--max_running_requests"}
+
+// declaredSlots returns the most requests pod's engine runs at once, as the first of its
+// containers' command lines that sets a slot flag declares it, or 0 when none does or the
+// value is not a positive number. The words are split at white space, so a command line
+// written as one shell string is read too. Knowing an engine's slots before it is first
+// seen queueing lets a prediction tell a full batch from a free slot from the start,
+// rather than after the first requests queued (endpoint.Profile.Slots).
+func declaredSlots(pod *corev1.Pod) int {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		var words []string
+		for _, arg := range slices.Concat(c.Command, c.Args) {
+			words = append(words, strings.Fields(arg)...)
+		}
+		for j, w := range words {
+			for _, flag := range slotFlags {
+				value, ok := strings.CutPrefix(w, flag+"=")
+				if !ok && w == flag && j+1 < len(words) {
+					value, ok = words[j+1], true
+				}
+				if !ok {
+					continue
+				}
+				if n, err := strconv.Atoi(value); err == nil && n > 0 {
+					return n
+				}
+				return 0
+			}
+		}
+	}
+	return 0
 }
 
 // plainEndpoint returns the endpoint of pod without its engine labels.

@@ -472,3 +472,36 @@ func TestPrimePublishesOneGeneration(t *testing.T) {
 		t.Errorf("an empty batch published generation %d", got)
 	}
 }
+
+func TestEndpointFromPodReadsDeclaredSlots(t *testing.T) {
+	tests := []struct {
+		name          string
+		command, args []string
+		want          int
+	}{
+		{name: "vLLM flag and value", args: []string{"--model", "llama", "--max-num-seqs", "64"}, want: 64},
+		{name: "vLLM flag=value", args: []string{"--max-num-seqs=32"}, want: 32},
+		{name: "vLLM flag with underscores", command: []string{"vllm", "serve", "llama"}, args: []string{"--max_num_seqs", "4"}, want: 4},
+		{name: "SGLang flag", args: []string{"--max-running-requests", "16"}, want: 16},
+		{name: "one shell string", command: []string{"sh", "-c"}, args: []string{"exec vllm serve llama --max-num-seqs 128 --port 8000"}, want: 128},
+		{name: "not declared", args: []string{"--model", "llama"}},
+		{name: "not a number", args: []string{"--max-num-seqs", "many"}},
+		{name: "zero", args: []string{"--max-num-seqs=0"}},
+		{name: "no value", args: []string{"--max-num-seqs"}},
+		{name: "a longer flag of the same start", args: []string{"--max-num-seqs-per-step", "64"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := makePodObject("p1").Build()
+			pod.Spec.Containers = []corev1.Container{{Name: "proxy", Args: []string{"--port", "9000"}},
+				{Name: "engine", Command: tt.command, Args: tt.args}}
+			ep, ok, err := EndpointFromPod(pod)
+			if err != nil || !ok {
+				t.Fatalf("EndpointFromPod = %v, %v; want an engine endpoint", ok, err)
+			}
+			if ep.Slots != tt.want {
+				t.Errorf("Slots = %d, want %d", ep.Slots, tt.want)
+			}
+		})
+	}
+}

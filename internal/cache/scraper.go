@@ -487,6 +487,9 @@ func (w *scrapeWorker) scrapeAndStore(ec *engineConn, p *Pod) (failed, abandoned
 	if prev != nil {
 		learnt = prev.Profile
 	}
+	if learnt.Slots == 0 { // the declared slots, until the engine is seen queueing
+		learnt.Slots = float64(p.Slots)
+	}
 	m.Profile = learnt.Next(prev, &m)
 	if w.s.cache.SetMetrics(p, m) {
 		w.s.succeeded.Add(1)

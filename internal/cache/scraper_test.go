@@ -673,3 +673,27 @@ func TestScraperSkipsUnwantedPods(t *testing.T) {
 		t.Errorf("a, no longer wanted, was scraped %d more times", n-stopped)
 	}
 }
+
+// Until an engine is seen queueing, its profile's slots are those its command line
+// declares; a queue seen with fewer running (its KV cache full) is the truth after that.
+func TestScraperStartsFromDeclaredSlots(t *testing.T) {
+	idle := metricsServer(t, runningBody(3))
+	queueing := metricsServer(t, runningBody(5)+"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 2\n")
+	c := New()
+	declared := func(name string, srv *httptest.Server, slots int) endpoint.Endpoint {
+		ep := makePod(name).ServedBy(srv).Build()
+		ep.Slots = slots
+		return ep
+	}
+	c.UpsertPod(declared("declared", idle, 8))
+	c.UpsertPod(declared("undeclared", idle, 0))
+	c.UpsertPod(declared("queueing", queueing, 8))
+	startScraper(t, c, ScrapeOptions{Interval: 10 * time.Millisecond})
+
+	for name, want := range map[string]float64{"declared": 8, "undeclared": 0, "queueing": 5} {
+		waitForScrapes(t, c, name, 2, nil)
+		if got := podMetrics(c, name).Profile.Slots; got != want {
+			t.Errorf("pod %s: Profile.Slots = %g, want %g", name, got, want)
+		}
+	}
+}

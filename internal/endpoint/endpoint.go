@@ -73,6 +73,9 @@ type Endpoint struct {
 	BaseModel string
 	// Engine is the engine type from the switchboard.dev/engine label.
 	Engine Engine
+	// Slots is the most requests the engine runs at once as its command line declares it
+	// (vLLM's --max-num-seqs, SGLang's --max-running-requests); 0 when it does not.
+	Slots int
 	// Labels are the pod's labels, used to resolve Service selectors.
 	Labels map[string]string
 	// Ready reports whether the pod is Running and its Ready condition is true.

@@ -11,7 +11,9 @@ type Profile struct {
 	// void.
 	Epoch uint64
 	// Slots is the number of running requests at which the engine was last seen queueing
-	// (requests waiting while this many ran); 0 until it queued once.
+	// (requests waiting while this many ran); until it queued once, the slots its pod
+	// declares (Endpoint.Slots), which the scraper starts the profile from; 0 when neither
+	// is known.
 	Slots float64
 	// PrefillPerToken is the recent prefill time per prompt token not in the engine's
 	// prefix cache, in seconds: prefill time over uncached tokens, summed over the recent

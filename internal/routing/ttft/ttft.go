@@ -10,8 +10,9 @@
 // candidate's is learnt, priors typical of an 8B model on one GPU stand in until the
 // first scrapes show work.
 //
-// The wait counts the requests ahead beyond the engine's slots (Profile.Slots, learnt the
-// first time the engine is seen queueing; until then the candidates' mean, or none) and,
+// The wait counts the requests ahead beyond the engine's slots (Profile.Slots: those its
+// pod declares, then the number running the first time the engine is seen queueing; for
+// an engine with neither, the candidates' mean, or none) and,
 // for the first of them, how long the running requests still have to go: one frees a
 // slot every service/slots when their starts are spread, but after a burst, which the
 // mean age of this process's requests there shows, none does for most of a service time.
@@ -257,10 +258,10 @@ func (e *Estimator) Wait(c *routing.Candidate) float64 {
 // The engine holds, as far as anyone knows, the requests of its last scrape (running
 // and waiting) plus those this process sent since, less those it saw finish since: at
 // least the requests this process has in flight there. Where the engine's slot count is
-// learnt (Profile.Slots), the requests beyond the slots are ahead; an engine whose
-// count is not learnt is taken to have the mean of the candidates' learnt counts, as
-// the engines behind one Service mostly run with one configuration. Where no
-// candidate's is learnt, no engine has been seen queueing, and engines run hundreds of
+// known (Profile.Slots, declared or learnt), the requests beyond the slots are ahead; an
+// engine whose count is not known is taken to have the mean of the candidates' counts,
+// as the engines behind one Service mostly run with one configuration. Where no
+// candidate's is known, no engine has been seen queueing, and engines run hundreds of
 // requests at once by default (vLLM's max_num_seqs, SGLang's max_running_requests): the
 // requests sent since the scrape join its batch, and only a queue the scrape shows (an
 // engine out of KV cache, or loading an adapter) is ahead, together with those sent
