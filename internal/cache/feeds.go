@@ -108,33 +108,29 @@ func EndpointFromPod(pod *corev1.Pod) (endpoint.Endpoint, bool, error) {
 // and SGLang's, each also spelt with underscores, as both engines accept.
 var slotFlags = []string{"--max-num-seqs", "--max_num_seqs", "--max-running-requests", "--max_running_requests"}
 
-// declaredSlots returns the most requests pod's engine runs at once, as the first of its
-// containers' command lines that sets a slot flag declares it, or 0 when none does or the
-// value is not a positive number. The words are split at white space, so a command line
-// written as one shell string is read too. Knowing an engine's slots before it is first
-// seen queueing lets a prediction tell a full batch from a free slot from the start,
-// rather than after the first requests queued (endpoint.Profile.Slots).
+// declaredSlots returns the most requests pod's engine runs at once, as the first slot
+// flag on its containers' command lines declares it (--flag value or --flag=value), or 0
+// when none does or the value is not a positive number. The words are split at white
+// space, so a command line written as one shell string is read too. Knowing an engine's
+// slots before it is first seen queueing lets a prediction tell a full batch from a free
+// slot from the start, rather than after the first requests queued
+// (endpoint.Profile.Slots).
 func declaredSlots(pod *corev1.Pod) int {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		var words []string
-		for _, arg := range slices.Concat(c.Command, c.Args) {
-			words = append(words, strings.Fields(arg)...)
-		}
+		words := strings.Fields(strings.Join(slices.Concat(c.Command, c.Args), " "))
 		for j, w := range words {
-			for _, flag := range slotFlags {
-				value, ok := strings.CutPrefix(w, flag+"=")
-				if !ok && w == flag && j+1 < len(words) {
-					value, ok = words[j+1], true
-				}
-				if !ok {
-					continue
-				}
-				if n, err := strconv.Atoi(value); err == nil && n > 0 {
-					return n
-				}
-				return 0
+			flag, value, joined := strings.Cut(w, "=")
+			if !slices.Contains(slotFlags, flag) {
+				continue
 			}
+			if !joined && j+1 < len(words) {
+				value = words[j+1]
+			}
+			if n, err := strconv.Atoi(value); err == nil && n > 0 {
+				return n
+			}
+			return 0
 		}
 	}
 	return 0
