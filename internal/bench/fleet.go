@@ -166,6 +166,13 @@ func (f *fleet) down() {
 	}
 }
 
+// slotArgs returns the engines' batch size as a command line gives it: the engine-sim
+// process runs with it, and the engine pods declare it, so that the gateway reads from
+// the pods the slots the engines really have.
+func (f *fleet) slotArgs() []string {
+	return []string{"--max-num-seqs", strconv.Itoa(f.cfg.MaxNumSeqs)}
+}
+
 // startEngines starts one engine-sim process serving every engine address, with seed for
 // its output lengths and texts, and waits until each is healthy. A fresh start means empty
 // KV caches and zeroed metrics.
@@ -173,9 +180,9 @@ func (f *fleet) startEngines(ctx context.Context, seed uint64) error {
 	args := []string{
 		"--listen", strings.Join(f.engines, ","), "--model", benchModel,
 		"--kv-blocks", strconv.Itoa(f.cfg.KVBlocks), "--block-size", strconv.Itoa(f.cfg.BlockSize),
-		"--max-num-seqs", strconv.Itoa(f.cfg.MaxNumSeqs), "--time-scale", strconv.FormatFloat(f.cfg.TimeScale, 'g', -1, 64),
-		"--seed", strconv.FormatUint(seed, 10),
+		"--time-scale", strconv.FormatFloat(f.cfg.TimeScale, 'g', -1, 64), "--seed", strconv.FormatUint(seed, 10),
 	}
+	args = append(args, f.slotArgs()...)
 	var err error
 	f.engineProc, err = startProcess("engine-sim", f.logPath("engine-sim"), nil, filepath.Join(f.cfg.Root, "bin", "engine-sim"), args...)
 	if err != nil {
@@ -414,7 +421,7 @@ func (f *fleet) createObjects(ctx context.Context, listener string) error {
 				"app": engineLabel, "switchboard.dev/model": benchModel, "switchboard.dev/port": port,
 			}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "engine-sim",
-				Args:      []string{"--max-num-seqs", strconv.Itoa(f.cfg.MaxNumSeqs)},
+				Args:      f.slotArgs(),
 				Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: int32(portNumber)}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 		}
