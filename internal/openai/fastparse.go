@@ -2,25 +2,19 @@ package openai
 
 import (
 	"bytes"
-	"io"
 	"strconv"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
-// fastOptions make the jsontext decoder accept duplicate object names, as encoding/json
-// does (parseFast gives up on duplicates of the fields it reads). Invalid UTF-8, which
-// encoding/json accepts, is an error here: parseFast gives up on it, and in exchange
-// copies the runs of its strings without checking them again.
-var fastOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true)}
-
-// parseFast is ParseRequest in a single pass over the body with the jsontext streaming
+// parseFast is ParseRequest in a single pass over the body with scanner, a streaming
 // tokenizer: it decodes the fields ParseRequest reads and flattens the prompt into one
-// buffer as it goes, skipping every other value.
+// buffer as it goes, skipping every other value. Duplicate object names are accepted,
+// as encoding/json accepts them, but not among the fields parseFast reads. Invalid
+// UTF-8, which encoding/json accepts, is an error of scanner: parseFast gives up on it,
+// and in exchange copies the runs of its strings without checking them again.
 //
 // It handles the valid bodies clients send and gives up (ok is false) on everything
 // else: any syntax error or error ParseRequest reports, and valid but unusual bodies
@@ -51,7 +45,7 @@ func parseFast(data []byte) (req Request, ok bool) {
 		modelBuf                     [64]byte
 		model                        []byte
 	)
-	for p.dec.PeekKind() != '}' {
+	for p.peekKind() != '}' {
 		key, ok := p.key()
 		if !ok {
 			return Request{}, false
@@ -71,7 +65,7 @@ func parseFast(data []byte) (req Request, ok bool) {
 		case "prompt":
 			field = seenPrompt
 		default:
-			if foldsToAny(key, bodyFields) || p.dec.SkipValue() != nil {
+			if foldsToAny(key, bodyFields) || !p.skip() {
 				return Request{}, false
 			}
 			continue
@@ -80,7 +74,7 @@ func parseFast(data []byte) (req Request, ok bool) {
 			return Request{}, false
 		}
 		seen |= field
-		switch k := p.dec.PeekKind(); {
+		switch k := p.peekKind(); {
 		case k == 'n': // null: the field is absent
 			ok = p.skip()
 		case field == seenModel && k == '"':
@@ -96,11 +90,11 @@ func parseFast(data []byte) (req Request, ok bool) {
 			hasMessages = true
 			// The prompt is rarely longer than the rest of the body: JSON syntax and
 			// escapes take more room than the separators the flattening adds.
-			out = make([]byte, 0, len(data)-int(p.dec.InputOffset()))
+			out = make([]byte, 0, len(data)-p.pos)
 			out, ok = p.messages(out)
 		case field == seenPrompt && (k == '"' || k == '['):
 			hasPrompt = true
-			out = make([]byte, 0, len(data)-int(p.dec.InputOffset()))
+			out = make([]byte, 0, len(data)-p.pos)
 			out, ok = p.prompt(out)
 		default:
 			ok = false
@@ -109,10 +103,7 @@ func parseFast(data []byte) (req Request, ok bool) {
 			return Request{}, false
 		}
 	}
-	if !p.end() || req.Model == "" || hasMessages == hasPrompt {
-		return Request{}, false
-	}
-	if _, err := p.dec.ReadToken(); err != io.EOF { // nothing may follow the object
+	if !p.end() || req.Model == "" || hasMessages == hasPrompt || !p.atEnd() {
 		return Request{}, false
 	}
 	switch {
@@ -155,13 +146,10 @@ func foldsToAny(key []byte, names []string) bool {
 // fastParser reads the body's tokens. Its methods return false on any decoding error
 // and on input they do not handle; parseFast then gives up.
 //
-// Parsers are kept in fastParsers between bodies, so that neither the decoder's state
+// Parsers are kept in fastParsers between bodies, so that neither the scanner's stack
 // nor the buffers are allocated per body.
 type fastParser struct {
-	dec *jsontext.Decoder
-	// src is what dec reads: a bytes.Buffer, unlike a bytes.Reader, lets the decoder
-	// read the body in place rather than copy it into a buffer of its own.
-	src bytes.Buffer
+	scanner
 	// keyBuf holds the last decoded object key, pending a message's content while its
 	// role, which comes first in the prompt, has not been read yet, and partType the
 	// "type" of a content part.
@@ -169,21 +157,14 @@ type fastParser struct {
 }
 
 // fastParsers hold the idle parsers (*fastParser).
-var fastParsers = sync.Pool{New: func() any {
-	p := new(fastParser)
-	p.dec = jsontext.NewDecoder(&p.src, fastOptions...)
-	return p
-}}
+var fastParsers = sync.Pool{New: func() any { return new(fastParser) }}
 
 // maxPooledPendingBytes is the capacity of the largest pending buffer kept with a
-// parser.
-const maxPooledPendingBytes = 64 << 10
-
-// reset points the parser at data.
-func (p *fastParser) reset(data []byte) {
-	p.src = *bytes.NewBuffer(data)
-	p.dec.Reset(&p.src, fastOptions...)
-}
+// parser, and maxPooledNesting that of the largest stack of open containers.
+const (
+	maxPooledPendingBytes = 64 << 10
+	maxPooledNesting      = 64
+)
 
 // release forgets the body, so that the pool does not keep it alive, and returns the
 // parser to fastParsers.
@@ -192,26 +173,11 @@ func (p *fastParser) release() {
 	if cap(p.pending) > maxPooledPendingBytes {
 		p.pending = nil
 	}
+	if cap(p.open) > maxPooledNesting {
+		p.open = nil
+	}
 	fastParsers.Put(p)
 }
-
-// begin reads the '{' or '[' (kind) that starts an object or array.
-func (p *fastParser) begin(kind jsontext.Kind) bool {
-	if p.dec.PeekKind() != kind {
-		return false
-	}
-	_, err := p.dec.ReadToken()
-	return err == nil
-}
-
-// end reads the '}' or ']' that ends an object or array.
-func (p *fastParser) end() bool {
-	_, err := p.dec.ReadToken()
-	return err == nil
-}
-
-// skip reads and discards the next value.
-func (p *fastParser) skip() bool { return p.dec.SkipValue() == nil }
 
 // key reads an object key. It gives up on keys that are not ASCII, which encoding/json
 // may match to a field under Unicode case folding (ſ and K fold to s and k).
@@ -231,18 +197,18 @@ func (p *fastParser) key() ([]byte, bool) {
 // appendString reads a string and appends its decoded contents to dst, as encoding/json
 // decodes it into a Go string.
 func (p *fastParser) appendString(dst []byte) ([]byte, bool) {
-	if p.dec.PeekKind() != '"' {
+	inner, escaped, ok := p.quoted()
+	switch {
+	case !ok:
 		return dst, false
+	case !escaped:
+		return append(dst, inner...), true
 	}
-	v, err := p.dec.ReadValue()
-	if err != nil {
-		return dst, false
-	}
-	return appendUnquoted(dst, v[1:len(v)-1]), true
+	return appendUnquoted(dst, inner), true
 }
 
 // appendUnquoted appends to dst the decoded contents of inner, the text between the
-// quotes of a string the decoder has validated (valid UTF-8, surrogate escapes in
+// quotes of a string the scanner has validated (valid UTF-8, surrogate escapes in
 // pairs), as encoding/json decodes it. The runs between escapes are copied whole rather
 // than byte by byte.
 func appendUnquoted(dst, inner []byte) []byte {
@@ -252,10 +218,11 @@ func appendUnquoted(dst, inner []byte) []byte {
 			return append(dst, inner...)
 		}
 		dst = append(dst, inner[:i]...)
-		// The decoder validated the escape: a known character or four hex digits.
-		c := inner[i+1]
-		inner = inner[i+2:]
-		switch c {
+		// The scanner validated the escape: a known character, or four hex digits and
+		// surrogates in pairs.
+		esc := inner[i:]
+		inner = esc[2:]
+		switch esc[1] {
 		case 'b':
 			dst = append(dst, '\b')
 		case 'f':
@@ -267,43 +234,25 @@ func appendUnquoted(dst, inner []byte) []byte {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r := hexRune(inner)
-			inner = inner[4:]
-			if utf16.IsSurrogate(r) { // the decoder validated the pair: \uD8xx\uDCxx
-				r = utf16.DecodeRune(r, hexRune(inner[2:]))
-				inner = inner[6:]
+			r, _ := hexEscape(esc)
+			inner = esc[6:]
+			if utf16.IsSurrogate(r) { // \uD8xx\uDCxx
+				low, _ := hexEscape(inner)
+				r, inner = utf16.DecodeRune(r, low), inner[6:]
 			}
 			dst = utf8.AppendRune(dst, r)
 		default: // '"', '\\' and '/' stand for themselves
-			dst = append(dst, c)
+			dst = append(dst, esc[1])
 		}
 	}
-}
-
-// hexRune returns the rune of the four hex digits b starts with, which the decoder
-// validated.
-func hexRune(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c <= 'F':
-			c -= 'A' - 10
-		default:
-			c -= 'a' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // messages flattens a non-empty array of messages onto out.
 func (p *fastParser) messages(out []byte) ([]byte, bool) {
-	if !p.begin('[') || p.dec.PeekKind() == ']' { // empty: an error
+	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
 		return out, false
 	}
-	for p.dec.PeekKind() != ']' {
+	for p.peekKind() != ']' {
 		var ok bool
 		if out, ok = p.message(out); !ok {
 			return out, false
@@ -318,7 +267,7 @@ func (p *fastParser) message(out []byte) ([]byte, bool) {
 		return out, false
 	}
 	var seenRole, seenContent bool
-	for p.dec.PeekKind() != '}' {
+	for p.peekKind() != '}' {
 		key, ok := p.key()
 		if !ok {
 			return out, false
@@ -363,7 +312,7 @@ func (p *fastParser) message(out []byte) ([]byte, bool) {
 // content appends the text of a message content: a string, an array of content parts
 // or null.
 func (p *fastParser) content(dst []byte) ([]byte, bool) {
-	switch p.dec.PeekKind() {
+	switch p.peekKind() {
 	case '"':
 		return p.appendString(dst)
 	case 'n':
@@ -375,7 +324,7 @@ func (p *fastParser) content(dst []byte) ([]byte, bool) {
 	if !p.begin('[') {
 		return dst, false
 	}
-	for p.dec.PeekKind() != ']' {
+	for p.peekKind() != ']' {
 		var ok bool
 		if dst, ok = p.contentPart(dst); !ok {
 			return dst, false
@@ -391,7 +340,7 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 	}
 	mark := len(dst)
 	var seenType, seenText, isText bool
-	for p.dec.PeekKind() != '}' {
+	for p.peekKind() != '}' {
 		key, ok := p.key()
 		if !ok {
 			return dst, false
@@ -402,7 +351,7 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 				return dst, false
 			}
 			seenType = true
-			switch p.dec.PeekKind() {
+			switch p.peekKind() {
 			case '"':
 				p.partType, ok = p.appendString(p.partType[:0])
 				isText = string(p.partType) == "text"
@@ -416,7 +365,7 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 				return dst, false
 			}
 			seenText = true
-			switch p.dec.PeekKind() {
+			switch p.peekKind() {
 			case '"':
 				dst, ok = p.appendString(dst)
 			case 'n':
@@ -439,13 +388,13 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 
 // prompt appends a completion prompt: a string or a non-empty array of strings.
 func (p *fastParser) prompt(out []byte) ([]byte, bool) {
-	if p.dec.PeekKind() == '"' {
+	if p.peekKind() == '"' {
 		return p.appendString(out)
 	}
-	if !p.begin('[') || p.dec.PeekKind() == ']' { // empty: an error
+	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
 		return out, false
 	}
-	for p.dec.PeekKind() != ']' {
+	for p.peekKind() != ']' {
 		var ok bool
 		if out, ok = p.appendString(out); !ok {
 			return out, false
@@ -457,11 +406,8 @@ func (p *fastParser) prompt(out []byte) ([]byte, bool) {
 // length reads a completion length: a non-negative JSON number that strconv.ParseInt
 // accepts, as encoding/json requires of an int64.
 func (p *fastParser) length() (int64, bool) {
-	if p.dec.PeekKind() != '0' {
-		return 0, false
-	}
-	v, err := p.dec.ReadValue()
-	if err != nil {
+	v, ok := p.number()
+	if !ok {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)

@@ -96,7 +96,7 @@ type contentPart struct {
 // ParseRequest does not know the request path: it sets Endpoint by the body's shape.
 // ParseRequestFor reads a body for a given endpoint, these two included.
 func ParseRequest(data []byte) (Request, error) {
-	// The single pass with jsontext (fastparse.go) accepts the common shape of a valid body.
+	// The single pass of parseFast (fastparse.go) accepts the common shape of a valid body.
 	// Anything else, in particular every body that is to be rejected, goes through
 	// parseRequestJSON, which defines the behaviour and the exact error messages.
 	if req, ok := parseFast(data); ok {

@@ -83,6 +83,11 @@ func BenchmarkParseRequest(b *testing.B) {
 			return mustMarshal(b, map[string]any{"model": "llama", "max_tokens": 256, "messages": []msg{
 				{Role: "user", Content: strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200<<10/45)}}})
 		}},
+		// Chinese text with a line break per sentence: multi-byte runes throughout.
+		{"chinese_200KB", func(b *testing.B) []byte {
+			return mustMarshal(b, map[string]any{"model": "llama", "max_tokens": 256, "messages": []msg{
+				{Role: "user", Content: strings.Repeat("敏捷的棕色狐狸跳过了懒狗，然后回到森林里休息。\n", 200<<10/70)}}})
+		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			body := bc.body(b)
