@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&cfg.APIServerPort, "apiserver-port", 16443, "Port of the private kube-apiserver (its kube-controller-manager takes the next one).")
 	flag.IntVar(&cfg.EtcdPort, "etcd-port", 12379, "Client port of the private etcd (the peer port is the next one).")
 	flag.BoolVar(&cfg.SkipRouting, "skip-routing", false, "Skip the routing-quality section.")
-	flag.IntVar(&cfg.ProxyRounds, "proxy-rounds", 2, "Alternating rounds of the proxy section (direct, HAProxy, nginx, the gateway; needs wrk); 0 skips it.")
+	flag.IntVar(&cfg.ProxyRounds, "proxy-rounds", 2, "Alternating rounds of the proxy section (direct, HAProxy, nginx, go-net-http, the gateway; needs wrk); 0 skips it.")
 	flag.DurationVar(&cfg.ProxyDuration, "proxy-duration", 8*time.Second, "Length of one wrk run of the proxy section.")
 	flag.IntVar(&cfg.ScaleEndpoints, "scale-endpoints", 10000, "Engine pods of the scale section (the gateway's heap and idle CPU); 0 skips it.")
 	flag.IntVar(&cfg.ScaleRoutes, "scale-routes", 1000, "HTTPRoutes of the scale section.")
@@ -60,7 +60,19 @@ func main() {
 	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkRoute/.*/endpoints=1000$", "-bench pattern of the concurrency micro-benchmarks.")
 	flag.StringVar(&cfg.MicroBenchtime, "micro-benchtime", "200ms", "-benchtime of the concurrency micro-benchmarks.")
 	render := flag.String("render", "", "Only re-render the report and plots from this benchmarks.json into -out; run nothing.")
+	floorAddr := flag.String("serve-floor-proxy", "", "Only serve the proxy section's go-net-http proxy on this address, to -floor-proxy-engine; run nothing else.")
+	floorEngine := flag.String("floor-proxy-engine", "", "The engine (host:port) of -serve-floor-proxy.")
 	flag.Parse()
+
+	if *floorAddr != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := bench.ServeFloorProxy(ctx, *floorAddr, *floorEngine); err != nil {
+			stop()
+			fail(err)
+		}
+		return
+	}
 
 	if cfg.Seeds < 1 {
 		fail(fmt.Errorf("-seeds: %d, want at least 1", cfg.Seeds))

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +24,9 @@ type ProxyResult struct {
 	Round int `json:"round"`
 	// Body names the request body: "chat" (a ~100-byte chat completion) or "prompt-434KB".
 	Body string `json:"body"`
-	// Target is "direct" (the engine itself), "haproxy", "nginx" or "switchboard" (the
-	// gateway, on a rule with a least-request RoutingPolicy).
+	// Target is "direct" (the engine itself), "haproxy", "nginx", "go-net-http" (a bare
+	// reverse proxy on Go's net/http, floorproxy.go) or "switchboard" (the gateway, on a
+	// rule with a least-request RoutingPolicy).
 	Target string  `json:"target"`
 	RPS    float64 `json:"rps"`
 	P50ms  float64 `json:"p50_ms"`
@@ -42,7 +44,7 @@ type ProxySettings struct {
 }
 
 // proxyTargets are the targets of a round, in the order they run.
-var proxyTargets = []string{"direct", "haproxy", "nginx", "switchboard"}
+var proxyTargets = []string{"direct", "haproxy", "nginx", "go-net-http", "switchboard"}
 
 // proxyBodies are the request bodies: a short chat completion and a long prompt.
 func proxyBodies() map[string]string {
@@ -81,9 +83,14 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 	urls := map[string]string{"direct": "http://" + engine, "switchboard": f.gatewayURL}
 
 	for _, p := range []struct {
-		name  string
-		start func(context.Context, string, string) (*process, string, error)
-	}{{"nginx", startNginx}, {"haproxy", startHAProxy}} {
+		name    string
+		start   func(context.Context, string, string) (*process, string, error)
+		version func() string
+	}{
+		{"nginx", startNginx, func() string { return version("nginx") }},
+		{"haproxy", startHAProxy, func() string { return version("haproxy") }},
+		{"go-net-http", startFloorProxy, func() string { return "go-net-http built with " + runtime.Version() }},
+	} {
 		proc, addr, err := p.start(ctx, dir, engine)
 		if err != nil {
 			settings.Skipped = append(settings.Skipped, fmt.Sprintf("%s: %v", p.name, err))
@@ -95,7 +102,7 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 			return nil, settings, err
 		}
 		urls[p.name] = "http://" + addr
-		settings.Versions = append(settings.Versions, version(p.name))
+		settings.Versions = append(settings.Versions, p.version())
 	}
 
 	bodies := proxyBodies()
@@ -297,9 +304,10 @@ func renderProxy(w writef, rs []ProxyResult, s ProxySettings) {
 	w("## 3. Proxy cost\n\n")
 	w("The gateway beside nginx and HAProxy as plain keep-alive reverse proxies, in front of one engine-sim that answers at once ")
 	w("(`--time-scale 0`), each loaded with `%s` POSTing a chat completion, in %d alternating rounds ", s.Wrk, s.Rounds)
-	w("(direct, HAProxy, nginx, the gateway). The gateway serves the request on a rule with a least-request RoutingPolicy: it reads ")
-	w("and parses the body, picks and reserves the endpoint and relays the answer. Everything shares the machine's cores: ")
-	w("wrk, the engine and the proxy.")
+	w("(direct, HAProxy, nginx, go-net-http, the gateway). The gateway serves the request on a rule with a least-request RoutingPolicy: it reads ")
+	w("and parses the body, picks and reserves the endpoint and relays the answer. go-net-http is the least a reverse proxy on Go's HTTP ")
+	w("stack does (net/http's server, the body read whole, http.Transport, the answer copied; no parsing, no routing): the floor of a proxy ")
+	w("written in Go with the standard library. Everything shares the machine's cores: wrk, the engine and the proxy.")
 	if len(s.Versions) > 0 {
 		w(" Versions: %s.", strings.Join(s.Versions, "; "))
 	}
