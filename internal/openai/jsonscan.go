@@ -339,9 +339,9 @@ const (
 )
 
 // plainPrefix returns the length of the longest prefix of b without backslashes or
-// control characters, and whether that prefix is all ASCII. It reads b a word at a
-// time, the last word overlapping the one before, and only a b shorter than a word
-// byte by byte.
+// control characters, and ascii, which is true only if that prefix is all ASCII (it may
+// be false when only bytes after the prefix are not). It reads b a word at a time, the
+// last word overlapping the one before, and only a b shorter than a word byte by byte.
 func plainPrefix(b []byte) (n int, ascii bool) {
 	if len(b) < 8 {
 		return plainPrefixBytes(b)
