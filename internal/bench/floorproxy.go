@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,8 +18,8 @@ import (
 // copied back. It neither parses nor routes, so the gateway's distance to nginx splits
 // into what Go's HTTP stack costs and what the gateway does on top of it.
 
-// FloorProxyHandler returns the handler of that proxy to engine (host:port).
-func FloorProxyHandler(engine string) http.Handler {
+// floorProxyHandler returns the handler of that proxy to engine (host:port).
+func floorProxyHandler(engine string) http.Handler {
 	transport := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// One buffer of the announced length, so that a long body is not copied as the
@@ -40,18 +41,16 @@ func FloorProxyHandler(engine string) http.Handler {
 			return
 		}
 		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
+		maps.Copy(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
 	})
 }
 
-// ServeFloorProxy serves FloorProxyHandler(engine) on addr until ctx ends. The proxy
+// ServeFloorProxy serves floorProxyHandler(engine) on addr until ctx ends. The proxy
 // section runs it in a process of its own: bin/bench -serve-floor-proxy.
 func ServeFloorProxy(ctx context.Context, addr, engine string) error {
-	srv := &http.Server{Addr: addr, Handler: FloorProxyHandler(engine), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: floorProxyHandler(engine), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

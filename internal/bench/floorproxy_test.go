@@ -18,7 +18,7 @@ func TestFloorProxyRelays(t *testing.T) {
 		_, _ = io.WriteString(w, "answer")
 	}))
 	defer engine.Close()
-	proxy := httptest.NewServer(FloorProxyHandler(strings.TrimPrefix(engine.URL, "http://")))
+	proxy := httptest.NewServer(floorProxyHandler(strings.TrimPrefix(engine.URL, "http://")))
 	defer proxy.Close()
 
 	req, err := http.NewRequest(http.MethodPost, proxy.URL+"/v1/chat/completions?x=1", strings.NewReader(`{"model":"m"}`))

@@ -141,7 +141,7 @@ func (s *scanner) token(isString bool) bool {
 
 // begin reads the '{' or '[' (kind) that opens an object or array.
 func (s *scanner) begin(kind byte) bool {
-	if s.peekKind() != kind || (kind != '{' && kind != '[') || len(s.open) == maxNesting || !s.token(false) {
+	if s.peekKind() != kind || len(s.open) == maxNesting || !s.token(false) {
 		return s.fail()
 	}
 	s.pos++
@@ -357,11 +357,12 @@ func plainPrefix(b []byte) (n int, ascii bool) {
 	if n == len(b) {
 		return n, high&highBits == 0
 	}
-	// The last word, whose first 8-(len(b)-n) bytes were read already and are plain.
+	// The last word overlaps bytes read already: they are plain, so the lowest flag, if
+	// any, is in the bytes not read yet.
 	last := len(b) - 8
 	w := binary.LittleEndian.Uint64(b[last:])
 	high |= w
-	if s := special(w) &^ (1<<(8*(n-last)) - 1); s != 0 {
+	if s := special(w); s != 0 {
 		return last + bits.TrailingZeros64(s)/8, high&highBits == 0
 	}
 	return len(b), high&highBits == 0
