@@ -10,11 +10,13 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/h1resp"
 )
 
 // This file holds the Scraper's side of HTTP: each engine's connection and the exchanges
 // a worker makes on it. A worker writes a request prepared once per engine and reads the
-// answer with http.ReadResponse on the connection, in its own goroutine: no Transport,
+// answer with h1resp.ReadResponse on the connection, in its own goroutine: no Transport,
 // with its connection goroutines and hand-offs, stands between the scrape and the socket.
 
 // answerBufferSize is the size of a worker's read buffer: an engine's whole answer, as a
@@ -154,7 +156,7 @@ func (w *scrapeWorker) exchange(ec *engineConn, request []byte) (*http.Response,
 			}
 		}
 		if err == nil {
-			resp, err := http.ReadResponse(w.br, nil)
+			resp, err := h1resp.ReadResponse(w.br, nil)
 			if err != nil {
 				ec.close()
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/switchboard-llm/switchboard/internal/h1resp"
 )
 
 // upstreamClient sends HTTP/1.1 requests whose body is in memory or absent to engines
@@ -285,7 +288,7 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	for {
-		resp, err := http.ReadResponse(pc.br, req)
+		resp, err := h1resp.ReadResponse(pc.br, req)
 		if err != nil {
 			return nil, fmt.Errorf("read upstream response: %w", err)
 		}
@@ -352,7 +355,7 @@ func appendRequestHead(b []byte, req *http.Request) ([]byte, error) {
 	}
 	b = append(b, req.Method...)
 	b = append(b, ' ')
-	b = append(b, req.URL.RequestURI()...)
+	b = appendRequestURI(b, req.URL)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, host...)
 	if req.ContentLength > 0 || req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
@@ -379,6 +382,24 @@ func appendRequestHead(b []byte, req *http.Request) ([]byte, error) {
 		}
 	}
 	return append(b, "\r\n"...), nil
+}
+
+// appendRequestURI appends u.RequestURI() to b without building it as a string first,
+// for the common URL of a path and a query.
+func appendRequestURI(b []byte, u *url.URL) []byte {
+	if u.Opaque != "" {
+		return append(b, u.RequestURI()...)
+	}
+	if path := u.EscapedPath(); path != "" {
+		b = append(b, path...)
+	} else {
+		b = append(b, '/')
+	}
+	if u.ForceQuery || u.RawQuery != "" {
+		b = append(b, '?')
+		b = append(b, u.RawQuery...)
+	}
+	return b
 }
 
 // headerValue is v with line breaks turned to spaces and surrounding white space
