@@ -44,6 +44,10 @@ func (p *Pod) Hot() *Hot { return p.hot }
 // building the string per request.
 func (p *Pod) ID() string { return p.state.id }
 
+// IDHeader returns ID as the values of a header, one slice shared by every caller: it
+// MUST NOT be written into (appending copies it, since its capacity is its length).
+func (p *Pod) IDHeader() []string { return p.state.idHeader }
+
 // Metrics returns the latest metrics snapshot, or nil before the first scrape. The
 // returned value is never modified.
 func (p *Pod) Metrics() *endpoint.Metrics { return p.state.metrics.Load() }

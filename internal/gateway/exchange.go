@@ -343,13 +343,7 @@ func (x *exchange) send(transport http.RoundTripper, pod *cache.Pod, port int32,
 	} else if transport != x.g.upstream {
 		ctx, cancel = context.WithCancel(ctx)
 	}
-	out, err := upstreamRequest(ctx, x.r, pod.Address, port, x.body, x.stream)
-	if err != nil {
-		if cancel != nil {
-			cancel()
-		}
-		return nil, err
-	}
+	out := upstreamRequest(ctx, x.r, pod.Address, port, x.body, x.stream)
 	x.matched.Rule.Filters.ModifyRequest(out, x.matched.Prefix)
 	backend.ModifyRequest(out, x.matched.Prefix)
 	if transport != x.g.upstream {
@@ -404,19 +398,21 @@ func (b *cancelOnClose) Close() error {
 // when body is nil), with the client's method, path, query, Host and end-to-end headers,
 // and the client's address appended to X-Forwarded-For and its scheme in
 // X-Forwarded-Proto, as Envoy forwards them.
-func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int32, body []byte, stream io.Reader) (*http.Request, error) {
-	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + r.URL.RequestURI()
-	var rd io.Reader = http.NoBody
-	length := int64(0)
+func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int32, body []byte, stream io.Reader) *http.Request {
+	u := *r.URL // the client's path and query, as the server parsed them
+	u.Scheme, u.Host, u.User = "http", net.JoinHostPort(addr, strconv.Itoa(int(port))), nil
+	out := &http.Request{
+		Method: r.Method, URL: &u, Host: r.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, len(r.Header)+2), // and X-Forwarded-For and -Proto
+		Body:   http.NoBody,
+	}
 	switch {
 	case body != nil:
-		rd, length = bytes.NewReader(body), int64(len(body))
+		rb := &replayableBody{body: body}
+		out.Body, out.GetBody, out.ContentLength = rb, rb.replay, int64(len(body))
 	case stream != nil && r.ContentLength != 0:
-		rd, length = stream, r.ContentLength // -1: unknown, sent chunked
-	}
-	out, err := http.NewRequestWithContext(ctx, r.Method, url, rd)
-	if err != nil {
-		return nil, fmt.Errorf("build upstream request: %w", err)
+		out.Body, out.ContentLength = io.NopCloser(stream), r.ContentLength // -1: unknown, sent chunked
 	}
 	copyHeaders(out.Header, r.Header)
 	if proto := upgradeProtocol(r); proto != "" {
@@ -424,28 +420,60 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 		out.Header.Set("Connection", "Upgrade")
 		out.Header.Set("Upgrade", proto)
 	}
-	out.Header.Del("Content-Length")
-	out.ContentLength = length
-	out.Host = r.Host
+	delete(out.Header, "Content-Length")
 	forwardedFor(out.Header, r)
-	return out, nil
+	return out.WithContext(ctx) // out itself stays on the stack
 }
+
+// replayableBody reads a request body held in memory, and replays it from its start for
+// a request sent again (http.Request.GetBody).
+type replayableBody struct {
+	body []byte
+	read int
+}
+
+func (b *replayableBody) Read(p []byte) (int, error) {
+	if b.read == len(b.body) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.body[b.read:])
+	b.read += n
+	return n, nil
+}
+
+// WriteTo writes the unread body to w in one write, as io.Copy prefers.
+func (b *replayableBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.body[b.read:])
+	b.read += n
+	return int64(n), err
+}
+
+// Close does nothing: the body is memory.
+func (b *replayableBody) Close() error { return nil }
+
+// replay returns a reader of the whole body.
+func (b *replayableBody) replay() (io.ReadCloser, error) { return &replayableBody{body: b.body}, nil }
 
 // forwardedFor appends the client of r to h's X-Forwarded-For, after the proxies a
 // client-supplied value lists, and sets X-Forwarded-Proto to the scheme r arrived by.
 func forwardedFor(h http.Header, r *http.Request) {
 	if client, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
 			client = strings.Join(prior, ", ") + ", " + client
 		}
-		h.Set("X-Forwarded-For", client)
+		h["X-Forwarded-For"] = []string{client}
 	}
-	proto := "http"
 	if r.TLS != nil {
-		proto = "https"
+		h["X-Forwarded-Proto"] = forwardedHTTPS
+	} else {
+		h["X-Forwarded-Proto"] = forwardedHTTP
 	}
-	h.Set("X-Forwarded-Proto", proto)
 }
+
+// forwardedHTTP and forwardedHTTPS are the values of X-Forwarded-Proto, shared by every
+// request: a header filter that adds a value copies them (their capacity is their
+// length), and none writes into them.
+var forwardedHTTP, forwardedHTTPS = []string{"http"}, []string{"https"}
 
 // relayTrailers adds the upstream's trailers to the client's response header h, as
 // trailers (http.TrailerPrefix): gRPC's status travels in them.
@@ -493,7 +521,7 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	defer resp.Body.Close()
 	h := x.w.Header()
 	copyHeaders(h, resp.Header)
-	h.Set(HeaderEndpoint, target.Pod.ID())
+	h[HeaderEndpoint] = target.Pod.IDHeader()
 	h[HeaderRequestID] = x.o.requestID
 	x.matched.Rule.Filters.ModifyResponse(h)
 	backend.ModifyResponse(h)

@@ -30,12 +30,7 @@ func (g *Gateway) mirror(r *http.Request, rule *routetable.Rule, prefix string, 
 		}
 		// The copy outlives the client's request, bounded by the upstream timeout.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.opts.UpstreamTimeout)
-		out, err := upstreamRequest(ctx, r, pod.Address, port, body, nil)
-		if err != nil {
-			cancel()
-			<-g.mirrors
-			continue
-		}
+		out := upstreamRequest(ctx, r, pod.Address, port, body, nil)
 		rule.Filters.ModifyRequest(out, prefix)
 		go func() {
 			defer func() { <-g.mirrors }()

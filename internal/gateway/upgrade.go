@@ -49,7 +49,7 @@ func (x *exchange) relayUpgrade(target *routing.Target, resp *http.Response, bac
 	}
 	defer client.Close()
 	h := resp.Header.Clone()
-	h.Set(HeaderEndpoint, target.Pod.ID())
+	h[HeaderEndpoint] = target.Pod.IDHeader()
 	h[HeaderRequestID] = x.o.requestID
 	x.matched.Rule.Filters.ModifyResponse(h)
 	backend.ModifyResponse(h)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -243,5 +244,59 @@ func TestUpstreamClientSweepsIdleConnections(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.nidle != 0 || len(c.idle) != 0 {
 		t.Errorf("%d idle connections in %d addresses after the sweep, want none", c.nidle, len(c.idle))
+	}
+}
+
+func TestAppendRequestURIWritesRequestURI(t *testing.T) {
+	targets := []string{
+		"/v1/chat/completions", "/v1/models?limit=2&x=%20y", "/a%2Fb/c?", "/?", "/", "*",
+		"/caf%C3%A9?q=1#frag", "/path;params?a=b", "//double/slash", "http://host:8/abs?q",
+	}
+	for _, target := range targets {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatalf("ParseRequestURI(%q): %v", target, err)
+		}
+		urls := []*url.URL{u, {Path: ""}, {Opaque: "//opaque/x", Scheme: "http", RawQuery: "q=1"}}
+		for _, u := range urls {
+			if got, want := string(appendRequestURI([]byte("GET "), u)), "GET "+u.RequestURI(); got != want {
+				t.Errorf("appendRequestURI(%#v) = %q, want %q", u, got, want)
+			}
+		}
+	}
+}
+
+func TestUpstreamRequestReplaysItsBody(t *testing.T) {
+	client, err := http.NewRequest(http.MethodPost, "http://gateway.example/v1/completions?x=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.RemoteAddr = "192.0.2.7:5000"
+	client.Header.Set("X-Forwarded-For", "198.51.100.1")
+	body := []byte(`{"model":"m","prompt":"hello"}`)
+	out := upstreamRequest(context.Background(), client, "10.0.0.3", 8000, body, nil)
+	if got, want := out.URL.String(), "http://10.0.0.3:8000/v1/completions?x=1"; got != want {
+		t.Errorf("URL = %q, want %q", got, want)
+	}
+	if got, want := out.Header.Get("X-Forwarded-For"), "198.51.100.1, 192.0.2.7"; got != want {
+		t.Errorf("X-Forwarded-For = %q, want %q", got, want)
+	}
+	if out.Host != "gateway.example" || out.ContentLength != int64(len(body)) {
+		t.Errorf("Host, ContentLength = %q, %d", out.Host, out.ContentLength)
+	}
+	for range 2 { // the body, then its replay
+		got, err := io.ReadAll(out.Body)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("body = %q, %v; want %q", got, err, body)
+		}
+		if out.Body, err = out.GetBody(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shared X-Forwarded-Proto value is copied, not written into, by a filter adding
+	// a value.
+	out.Header["X-Forwarded-Proto"] = append(out.Header["X-Forwarded-Proto"], "other")
+	if again := upstreamRequest(context.Background(), client, "10.0.0.3", 8000, nil, nil); len(again.Header["X-Forwarded-Proto"]) != 1 {
+		t.Errorf("X-Forwarded-Proto of the next request = %q", again.Header["X-Forwarded-Proto"])
 	}
 }
