@@ -33,6 +33,9 @@ type ProxyResult struct {
 	P99ms  float64 `json:"p99_ms"`
 	// Errors counts wrk's socket errors and non-2xx answers.
 	Errors int `json:"errors"`
+	// CPUus is the CPU time the target's processes used during the run, per request
+	// answered, in microseconds; 0 for "direct", which has no proxy.
+	CPUus float64 `json:"cpu_us_per_request,omitempty"`
 }
 
 // ProxySettings record how the proxy section ran.
@@ -81,6 +84,7 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 	}
 	engine := f.engines[0]
 	urls := map[string]string{"direct": "http://" + engine, "switchboard": f.gatewayURL}
+	procs := map[string]*process{"switchboard": f.gateway}
 
 	for _, p := range []struct {
 		name    string
@@ -101,7 +105,7 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 		if err := f.waitFor(ctx, p.name+" to answer", proc, func() bool { return busy(addr) }); err != nil {
 			return nil, settings, err
 		}
-		urls[p.name] = "http://" + addr
+		urls[p.name], procs[p.name] = "http://"+addr, proc
 		settings.Versions = append(settings.Versions, p.version())
 	}
 
@@ -118,13 +122,18 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 				if !ok {
 					continue
 				}
+				proc := procs[target]
+				cpu, started := proc.groupCPU(), time.Now()
 				r, err := runWrk(ctx, wrk, script, url+"/v1/chat/completions", cfg.ProxyDuration)
 				if err != nil {
 					return nil, settings, fmt.Errorf("wrk %s %s: %w", target, body, err)
 				}
+				if answered := r.RPS * time.Since(started).Seconds(); proc != nil && answered > 0 {
+					r.CPUus = (proc.groupCPU() - cpu).Seconds() * 1e6 / answered
+				}
 				r.Round, r.Body, r.Target = round, body, target
-				f.logf("proxy round %d %-12s %-11s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
-					round, body, target, r.RPS, r.P50ms, r.P99ms, r.Errors)
+				f.logf("proxy round %d %-12s %-11s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  CPU %4.0f µs/req",
+					round, body, target, r.RPS, r.P50ms, r.P99ms, r.Errors, r.CPUus)
 				out = append(out, r)
 			}
 		}
@@ -321,16 +330,19 @@ func renderProxy(w writef, rs []ProxyResult, s ProxySettings) {
 	if len(rs) == 0 {
 		return
 	}
-	w("| body | target | req/s | p50 ms | p99 ms | errors | req/s vs nginx |\n|---|---|--:|--:|--:|--:|--:|\n")
+	w("| body | target | req/s | p50 ms | p99 ms | errors | req/s vs nginx | proxy CPU µs/req |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, body := range []string{"chat", "prompt-434KB"} {
 		for _, target := range proxyTargets {
-			var rps, p50, p99, ratio []float64
+			var rps, p50, p99, ratio, cpu []float64
 			errs := 0
 			for _, r := range rs {
 				if r.Body != body || r.Target != target {
 					continue
 				}
 				rps, p50, p99 = append(rps, r.RPS), append(p50, r.P50ms), append(p99, r.P99ms)
+				if r.CPUus > 0 {
+					cpu = append(cpu, r.CPUus)
+				}
 				errs += r.Errors
 				for _, n := range rs {
 					if n.Body == body && n.Target == "nginx" && n.Round == r.Round && n.RPS > 0 {
@@ -345,10 +357,13 @@ func renderProxy(w writef, rs []ProxyResult, s ProxySettings) {
 			if len(ratio) > 0 {
 				ratioCell = spanOf(ratio, "%.2f") + "×"
 			}
-			w("| %s | %s | %s | %s | %s | %d | %s |\n", body, target, spanOf(rps, "%.0f"), spanOf(p50, "%.2f"), spanOf(p99, "%.2f"), errs, ratioCell)
+			w("| %s | %s | %s | %s | %s | %d | %s | %s |\n", body, target, spanOf(rps, "%.0f"), spanOf(p50, "%.2f"), spanOf(p99, "%.2f"), errs, ratioCell, spanOf(cpu, "%.0f"))
 		}
 	}
-	w("\nRanges are the lowest and highest of the rounds; a ratio compares runs of the same round.\n\n")
+	w("\nRanges are the lowest and highest of the rounds; a ratio compares runs of the same round. The proxy's CPU is that of its ")
+	w("processes (user and system, all threads and workers) over the run, divided by the requests answered: what a request costs ")
+	w("the proxy, whatever the machine's other load did to the rate. The gateway's includes its background work (informers, scraping ")
+	w("the one engine), a small part of it.\n\n")
 }
 
 // spanOf formats the range of vs as "lo–hi" (one value when they are equal), or "–".

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // wrkReport is wrk 4.1's report of a run with --latency, with errors and non-2xx answers.
@@ -42,18 +44,36 @@ func TestRenderProxy(t *testing.T) {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	renderProxy(w, []ProxyResult{
 		{Round: 1, Body: "chat", Target: "nginx", RPS: 20000, P50ms: 0.5, P99ms: 4},
-		{Round: 1, Body: "chat", Target: "switchboard", RPS: 10000, P50ms: 1.5, P99ms: 5},
+		{Round: 1, Body: "chat", Target: "switchboard", RPS: 10000, P50ms: 1.5, P99ms: 5, CPUus: 61},
 		{Round: 2, Body: "chat", Target: "nginx", RPS: 25000, P50ms: 0.4, P99ms: 4},
-		{Round: 2, Body: "chat", Target: "switchboard", RPS: 15000, P50ms: 1.2, P99ms: 5, Errors: 1},
+		{Round: 2, Body: "chat", Target: "switchboard", RPS: 15000, P50ms: 1.2, P99ms: 5, Errors: 1, CPUus: 58},
 	}, ProxySettings{Wrk: "wrk -t2 -c16 -d8s --latency", Rounds: 2, Skipped: []string{"haproxy: not installed"}})
 	out := b.String()
 	for _, want := range []string{
-		"| chat | nginx | 20000–25000 | 0.40–0.50 | 4.00 | 0 | 1.00× |",
-		"| chat | switchboard | 10000–15000 | 1.20–1.50 | 5.00 | 1 | 0.50–0.60× |",
+		"| chat | nginx | 20000–25000 | 0.40–0.50 | 4.00 | 0 | 1.00× | – |",
+		"| chat | switchboard | 10000–15000 | 1.20–1.50 | 5.00 | 1 | 0.50–0.60× | 58–61 |",
 		"- Not measured: haproxy: not installed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the proxy section lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestGroupCPUCountsTheWholeGroup(t *testing.T) {
+	// The shell only waits; the CPU is its child's, a bounded busy loop.
+	p, err := startProcess("burn", filepath.Join(t.TempDir(), "burn.log"), nil, "/bin/sh", "-c",
+		`sh -c 'i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done' & wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	for deadline := time.Now().Add(20 * time.Second); p.groupCPU() < 50*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("the group's CPU stayed at %s", p.groupCPU())
+		}
+	}
+	if (*process)(nil).groupCPU() != 0 {
+		t.Error("a nil process used CPU")
 	}
 }
