@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -32,6 +33,15 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/routing/strategies"
 	"github.com/switchboard-llm/switchboard/internal/scheme"
 )
+
+// defaultGCPercent is the gateway's GOGC unless the environment sets one. Every request
+// allocates (its body, its prompt), and the live heap of a small fleet is small, so at
+// Go's default of 100 the collector runs often: make bench's proxy section measured 51
+// against 47 us of CPU per chat request and 758 against 654 us per 434 KB prompt (400
+// saved little more: 45 and 648 us). The heap peaks at up to three times the live heap
+// instead of twice; GOMEMLIMIT (config/gateway sets it under the container's limit)
+// bounds it.
+const defaultGCPercent = 200
 
 func main() {
 	var (
@@ -71,6 +81,9 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	gw.DefaultStrategy = v1alpha1.Strategy(defaultStrategy)
 
 	if err := run(metricsAddr, probeAddr, pprofAddr, listenHost, picker, drain, gw, scrape); err != nil {

@@ -47,6 +47,8 @@ type ScaleResult struct {
 	// second of the window); ResidentMB is its resident memory after the window.
 	HeapInUseMB float64 `json:"heap_in_use_mb"`
 	ResidentMB  float64 `json:"resident_mb"`
+	// GCPercent is the gateway's GOGC, as its go_gc_gogc_percent reports it.
+	GCPercent float64 `json:"gc_percent"`
 	// IdleCores is the gateway's CPU over the window, in cores, with no traffic: the
 	// informers and the scraper's attempts on every endpoint.
 	IdleCores float64 `json:"idle_cores"`
@@ -181,9 +183,10 @@ func runScale(ctx context.Context, cfg Config) (*ScaleResult, error) {
 		}
 	}
 	res.IdleCores = (after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]) / cfg.ScaleWindow.Seconds()
+	res.GCPercent = after["go_gc_gogc_percent"]
 	res.ResidentMB = after["process_resident_memory_bytes"] / (1 << 20)
-	f.logf("scale: %d endpoints, %d routes: gateway ready in %.1f s, heap in use at peak %.0f MB, resident %.0f MB, idle %.2f cores",
-		res.Endpoints, res.Routes, res.SyncSeconds, res.HeapInUseMB, res.ResidentMB, res.IdleCores)
+	f.logf("scale: %d endpoints, %d routes: gateway ready in %.1f s, heap in use at peak %.0f MB, resident %.0f MB, idle %.2f cores, GOGC %.0f",
+		res.Endpoints, res.Routes, res.SyncSeconds, res.HeapInUseMB, res.ResidentMB, res.IdleCores, res.GCPercent)
 	return res, nil
 }
 
@@ -305,8 +308,8 @@ func renderScale(w writef, r *ScaleResult) {
 	w("One gateway reading %d engine pods (%d models, one in ten each, all behind one Service) and %d HTTPRoutes, each with its own ", r.Endpoints, r.Models, r.Routes)
 	w("hostname, a least-request RoutingPolicy and that Service as backend. The pods are ready on addresses where nothing listens, ")
 	w("so the scraper tries every one of them and backs off. Figures from the gateway's own metrics over the %.0f s after it became ready: the heap in use at its highest, read every second, and the rest at the end.\n\n", r.WindowSeconds)
-	w("| endpoints | routes | ready after | heap in use (peak) | resident | idle CPU |\n|--:|--:|--:|--:|--:|--:|\n")
-	w("| %d | %d | %.1f s | %.0f MB | %.0f MB | %.2f cores |\n\n", r.Endpoints, r.Routes, r.SyncSeconds, r.HeapInUseMB, r.ResidentMB, r.IdleCores)
+	w("| endpoints | routes | ready after | heap in use (peak) | resident | idle CPU | GOGC |\n|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("| %d | %d | %.1f s | %.0f MB | %.0f MB | %.2f cores | %.0f |\n\n", r.Endpoints, r.Routes, r.SyncSeconds, r.HeapInUseMB, r.ResidentMB, r.IdleCores, r.GCPercent)
 	renderScraped(w, r.Scraped)
 }
 
