@@ -1,6 +1,6 @@
 // Package h1resp reads HTTP/1.1 responses the way http.ReadResponse does, at a fraction
 // of its cost for the answers engines give most: a head that has arrived whole, a
-// Content-Length body. The head is parsed in place, its names and values share one
+// Content-Length or chunked body. The head is parsed in place, its names and values share one
 // string, and the header's values one slice. Any other response, and any head that is
 // not plainly valid, is left to http.ReadResponse untouched, so the result is always
 // the one net/http gives.
@@ -11,7 +11,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httputil"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -78,8 +80,8 @@ func headLength(buf []byte) (int, bool) {
 
 // parseHead parses head, a whole response head, and returns the response without its
 // body when it is one the fast path takes: HTTP/1.1, a final status other than 204 and
-// 304, to a request other than HEAD, with one Content-Length and neither
-// Transfer-Encoding nor Trailer, and every line plainly valid.
+// 304, to a request other than HEAD, framed as framed accepts, and every line plainly
+// valid.
 func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 	if req != nil && req.Method == http.MethodHead {
 		return nil, false
@@ -94,12 +96,12 @@ func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 	if err != nil || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil, false
 	}
+	if strings.ContainsAny(status, "\r\n") {
+		return nil, false
+	}
 	resp := &http.Response{
 		Status: status, StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Request: req, ContentLength: -1,
-	}
-	if strings.ContainsAny(status, "\r\n") {
-		return nil, false
 	}
 	if resp.Header, ok = parseFields(rest); !ok {
 		return nil, false
@@ -150,21 +152,26 @@ func canonicalKey(name string) string {
 	return name
 }
 
-// framed sets resp's ContentLength and Close from its header as net/http does, and
-// reports whether the body is framed as the fast path reads it: one Content-Length, no
-// Transfer-Encoding or Trailer, and a Connection header of close or keep-alive, if any.
+// framed sets resp's ContentLength, TransferEncoding and Close from its header as
+// net/http does, and reports whether the body is framed as the fast path reads it:
+// either one Content-Length or Transfer-Encoding chunked (without Content-Length), no
+// Trailer declared, and a Connection header of close or keep-alive, if any.
 func framed(resp *http.Response) bool {
 	h := resp.Header
-	for _, name := range []string{"Transfer-Encoding", "Trailer", "Pragma"} { // Pragma: no-cache adds a Cache-Control
+	for _, name := range []string{"Trailer", "Pragma"} { // Pragma: no-cache adds a Cache-Control
 		if _, ok := h[name]; ok {
 			return false
 		}
 	}
-	cl := h["Content-Length"]
-	if len(cl) != 1 || cl[0] == "" || len(cl[0]) > 18 || strings.Trim(cl[0], "0123456789") != "" {
+	switch te, cl := h["Transfer-Encoding"], h["Content-Length"]; {
+	case len(te) == 1 && len(cl) == 0 && strings.EqualFold(te[0], "chunked"):
+		resp.TransferEncoding = []string{"chunked"}
+		delete(h, "Transfer-Encoding") // as net/http does
+	case len(te) > 0 || len(cl) != 1 || cl[0] == "" || len(cl[0]) > 18 || strings.Trim(cl[0], "0123456789") != "":
 		return false
+	default:
+		resp.ContentLength, _ = strconv.ParseInt(cl[0], 10, 64)
 	}
-	resp.ContentLength, _ = strconv.ParseInt(cl[0], 10, 64)
 	switch conn := h["Connection"]; {
 	case len(conn) == 0:
 	case len(conn) > 1:
@@ -178,14 +185,87 @@ func framed(resp *http.Response) bool {
 	return true
 }
 
-// withBody sets resp's body: ContentLength bytes of br.
+// withBody sets resp's body: ContentLength bytes of br, or the chunks that follow.
 func withBody(resp *http.Response, br *bufio.Reader) *http.Response {
-	if resp.ContentLength == 0 {
+	switch {
+	case resp.TransferEncoding != nil:
+		resp.Body = &chunkedBody{resp: resp, br: br, chunks: httputil.NewChunkedReader(br)}
+	case resp.ContentLength == 0:
 		resp.Body = http.NoBody
-	} else {
+	default:
 		resp.Body = &body{r: br, left: resp.ContentLength}
 	}
 	return resp
+}
+
+// chunkedBody is a chunked response body, and the trailer after its last chunk, which
+// it reads into resp.Trailer as net/http does.
+type chunkedBody struct {
+	resp   *http.Response
+	br     *bufio.Reader
+	chunks io.Reader
+	// err is what every further Read returns: io.EOF once the trailer was read, and
+	// http.ErrBodyReadAfterClose after a failure to read it.
+	err error
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.chunks.Read(p)
+	if err == io.EOF {
+		b.err = io.EOF
+		if err = readTrailer(b.br, b.resp); err != nil {
+			b.err = http.ErrBodyReadAfterClose
+		} else {
+			err = io.EOF
+		}
+	}
+	return n, err
+}
+
+// Close does nothing; see body.Close.
+func (b *chunkedBody) Close() error { return nil }
+
+// errTrailerEOF is net/http's failure of a trailer cut short.
+var errTrailerEOF = errors.New("http: unexpected EOF reading trailer")
+
+// readTrailer reads the trailer after the last chunk of resp's body, as net/http does:
+// the empty line alone, most often; else fields, merged into resp.Trailer, within br's
+// buffer.
+func readTrailer(br *bufio.Reader, resp *http.Response) error {
+	buf, err := br.Peek(2)
+	switch {
+	case string(buf) == "\r\n":
+		_, _ = br.Discard(2)
+		return nil
+	case len(buf) < 2:
+		return errTrailerEOF
+	case err != nil:
+		return err
+	}
+	for n := 4; ; n++ { // the end of the trailer must be in the buffer
+		buf, err := br.Peek(n)
+		if bytes.HasSuffix(buf, []byte("\r\n\r\n")) {
+			break
+		}
+		if err != nil {
+			return errors.New("http: suspiciously long trailer after chunked body")
+		}
+	}
+	fields, err := textproto.NewReader(br).ReadMIMEHeader()
+	switch {
+	case err == io.EOF:
+		return errTrailerEOF
+	case err != nil:
+		return err
+	case resp.Trailer == nil:
+		resp.Trailer = http.Header(fields)
+	default:
+		maps.Copy(resp.Trailer, http.Header(fields))
+	}
+	return nil
 }
 
 // body is a response body of known length.
@@ -207,6 +287,7 @@ func (b *body) Read(p []byte) (int, error) {
 	case b.left == 0:
 		return n, io.EOF
 	case errors.Is(err, io.EOF):
+		b.left = 0 // later reads see the end, as net/http's do
 		return n, io.ErrUnexpectedEOF
 	}
 	return n, err

@@ -3,7 +3,7 @@ package h1resp
 import (
 	"bufio"
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -25,11 +25,22 @@ var answers = []string{
 	"HTTP/1.1 200\r\nContent-Length: 2\r\nX-Weird_Name-1: v\r\n\r\nok",
 	// A body cut short.
 	"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+	// Chunked: a stream of events, a trailer, chunks cut short or malformed.
+	"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"f\r\ndata: {\"a\":1}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\nHTTP/1.1",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n2\r\nok\r\n0\r\nX-Status: 0\r\nx-more: y\r\n\r\nrest",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nok",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX: 1\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n",
 }
 
 // slowPaths are responses the fast path leaves to net/http, each for its own reason.
 var slowPaths = []string{
-	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nTrailer: X\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
 	"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
 	"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
@@ -149,8 +160,17 @@ func assertSameAsNetHTTP(t *testing.T, raw []byte, req *http.Request, wrap ...fu
 	}
 	gotBody, gotErr := io.ReadAll(got.Body)
 	wantBody, wantErr := io.ReadAll(want.Body)
-	if !bytes.Equal(gotBody, wantBody) || !errors.Is(gotErr, wantErr) && (gotErr == nil || wantErr == nil) {
+	if !bytes.Equal(gotBody, wantBody) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("%q: body %q, %v; net/http's %q, %v", raw, gotBody, gotErr, wantBody, wantErr)
+	}
+	if !reflect.DeepEqual(got.Trailer, want.Trailer) {
+		t.Fatalf("%q: trailer %q, net/http's %q", raw, got.Trailer, want.Trailer)
+	}
+	if _, gotErr = got.Body.Read(make([]byte, 1)); gotErr != nil { // and once more
+		_, wantErr = want.Body.Read(make([]byte, 1))
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%q: a read after the end: %v, net/http's %v", raw, gotErr, wantErr)
+		}
 	}
 	if (got.Body == http.NoBody) != (want.Body == http.NoBody) {
 		t.Errorf("%q: body is NoBody: %t, net/http's %t", raw, got.Body == http.NoBody, want.Body == http.NoBody)
