@@ -129,8 +129,11 @@ func (p *process) groupCPU() time.Duration {
 		// The fields after the command's closing parenthesis, from the third (state):
 		// pgrp is the fifth, utime and stime the fourteenth and fifteenth.
 		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
 		fields := strings.Fields(string(stat[i+1:]))
-		if i < 0 || len(fields) < 13 || fields[2] != strconv.Itoa(pgid) {
+		if len(fields) < 13 || fields[2] != strconv.Itoa(pgid) {
 			continue
 		}
 		utime, _ := strconv.ParseInt(fields[11], 10, 64)

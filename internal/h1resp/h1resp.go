@@ -1,8 +1,8 @@
 // Package h1resp reads HTTP/1.1 responses the way http.ReadResponse does, at a fraction
-// of its cost for the answers engines give most: a head that has arrived whole, a
-// Content-Length or chunked body. The head is parsed in place, its names and values share one
-// string, and the header's values one slice. Any other response, and any head that is
-// not plainly valid, is left to http.ReadResponse untouched, so the result is always
+// of its cost for the answers engines give most: a head that has arrived whole, and a
+// Content-Length or chunked body. The head is parsed in place, its names and values share
+// one string, and the header's values one slice. Any other response, and any head that
+// is not plainly valid, is left to http.ReadResponse untouched, so the result is always
 // the one net/http gives.
 package h1resp
 
@@ -96,7 +96,7 @@ func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 	if err != nil || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil, false
 	}
-	if strings.ContainsAny(status, "\r\n") {
+	if strings.ContainsAny(status, "\r\n") { // a lone CR or LF in the reason phrase
 		return nil, false
 	}
 	resp := &http.Response{
@@ -214,15 +214,15 @@ func (b *chunkedBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	n, err := b.chunks.Read(p)
-	if err == io.EOF {
-		b.err = io.EOF
-		if err = readTrailer(b.br, b.resp); err != nil {
-			b.err = http.ErrBodyReadAfterClose
-		} else {
-			err = io.EOF
-		}
+	if err != io.EOF {
+		return n, err
 	}
-	return n, err
+	if err := readTrailer(b.br, b.resp); err != nil {
+		b.err = http.ErrBodyReadAfterClose
+		return n, err
+	}
+	b.err = io.EOF
+	return n, io.EOF
 }
 
 // Close does nothing; see body.Close.
