@@ -130,7 +130,8 @@ func (r *Router) pick(rc *routing.RoutingContext, n int, key func(int) endpoint.
 	return rendezvous(id, n, key, admitted)
 }
 
-// Learn records that chosen served the request's session, starting its TTL anew. It
+// Learn records that chosen served the request's session, starting its TTL anew (a
+// session that stays on its endpoint is written at most once per hundredth of TTL). It
 // does nothing for a request without a session id. The engine's report corrects nothing
 // of it: Learn returns no Receipt.
 func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {

@@ -229,8 +229,8 @@ func TestSessionMovesWhenItsEndpointLeaves(t *testing.T) {
 	}
 }
 
-// TestSessionsExpire: a session keeps its endpoint for TTL after its last request, then
-// is placed afresh by rendezvous hashing.
+// TestSessionsExpire: a session keeps its endpoint for TTL after its last request (and
+// a hundredth of TTL more at the most), then is placed afresh by rendezvous hashing.
 func TestSessionsExpire(t *testing.T) {
 	fleet := routingtest.NewFleet("llama", 5)
 	c := newClock()
@@ -246,6 +246,7 @@ func TestSessionsExpire(t *testing.T) {
 	}{
 		{advance: ttl / 2, learn: true, want: served}, // refreshes the TTL
 		{advance: ttl, want: served},                  // exactly TTL after the last use
+		{advance: ttl / 100, want: served},            // and the slack of its writes
 		{advance: time.Nanosecond, want: fresh},       // expired
 	}
 	for i, step := range steps {
