@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -104,45 +100,3 @@ func runProcess(ctx context.Context, name, logPath string, env []string, bin str
 	}
 	return nil
 }
-
-// groupCPU returns the user and system CPU time used so far by the live processes of
-// p's process group (p and the children it did not move out of it, such as nginx's
-// workers), as Linux's /proc reports it; 0 for a nil p or where /proc cannot be read.
-func (p *process) groupCPU() time.Duration {
-	if p == nil {
-		return 0
-	}
-	pgid := p.cmd.Process.Pid
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	var ticks int64
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// The fields after the command's closing parenthesis, from the third (state):
-		// pgrp is the fifth, utime and stime the fourteenth and fifteenth.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 13 || fields[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		utime, _ := strconv.ParseInt(fields[11], 10, 64)
-		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		ticks += utime + stime
-	}
-	return time.Duration(ticks) * time.Second / userHZ
-}
-
-// userHZ is the unit of /proc's CPU times: USER_HZ, 100 on every Linux architecture Go
-// runs on but alpha and ia64.
-const userHZ = 100

@@ -123,13 +123,21 @@ func runProxy(ctx context.Context, cfg Config) ([]ProxyResult, ProxySettings, er
 					continue
 				}
 				proc := procs[target]
-				cpu, started := proc.groupCPU(), time.Now()
+				cpu, err := proc.cpuSeconds()
+				if err != nil {
+					return nil, settings, err
+				}
+				started := time.Now()
 				r, err := runWrk(ctx, wrk, script, url+"/v1/chat/completions", cfg.ProxyDuration)
 				if err != nil {
 					return nil, settings, fmt.Errorf("wrk %s %s: %w", target, body, err)
 				}
+				after, err := proc.cpuSeconds()
+				if err != nil {
+					return nil, settings, err
+				}
 				if answered := r.RPS * time.Since(started).Seconds(); proc != nil && answered > 0 {
-					r.CPUus = (proc.groupCPU() - cpu).Seconds() * 1e6 / answered
+					r.CPUus = (after - cpu) * 1e6 / answered
 				}
 				r.Round, r.Body, r.Target = round, body, target
 				f.logf("proxy round %d %-12s %-11s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  CPU %4.0f µs/req",

@@ -470,26 +470,44 @@ func (f *fleet) runScraped(ctx context.Context, ns string, n int) (*ScrapedResul
 // clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const clockTicks = 100
 
-// cpuSeconds returns the user and system CPU time p has used, from /proc/<pid>/stat.
+// cpuSeconds returns the user and system CPU time used so far by the live processes of
+// p's process group (p, and the children it did not move out of it, such as nginx's
+// workers), from /proc/<pid>/stat; 0 for a nil p.
 func (p *process) cpuSeconds() (float64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if p == nil {
+		return 0, nil
+	}
+	pgrp := strconv.Itoa(p.cmd.Process.Pid)
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("CPU time of %s: %w", p.name, err)
 	}
-	// The fields after the command, which is in parentheses, start at the third: utime
-	// and stime are the 14th and 15th.
-	_, rest, _ := bytes.Cut(stat, []byte(") "))
-	fields := strings.Fields(string(rest))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("CPU time of %s: malformed /proc stat %q", p.name, stat)
-	}
 	var ticks float64
-	for _, field := range fields[11:13] {
-		n, err := strconv.ParseUint(field, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("CPU time of %s: %w", p.name, err)
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
 		}
-		ticks += float64(n)
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The fields after the command, which is in parentheses, start at the third:
+		// pgrp is the 5th, utime and stime the 14th and 15th.
+		_, rest, _ := bytes.Cut(stat, []byte(") "))
+		fields := strings.Fields(string(rest))
+		if len(fields) < 13 {
+			return 0, fmt.Errorf("CPU time of %s: malformed /proc stat %q", p.name, stat)
+		}
+		if fields[2] != pgrp {
+			continue
+		}
+		for _, field := range fields[11:13] {
+			n, err := strconv.ParseUint(field, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("CPU time of %s: %w", p.name, err)
+			}
+			ticks += float64(n)
+		}
 	}
 	return ticks / clockTicks, nil
 }

@@ -74,20 +74,18 @@ func (a *hotAllocator) next() *Hot {
 // nothing of the old address's engine is stored after a reset.
 type podState struct {
 	hot *Hot
-	// id is the pod's key as text (endpoint.Key.String), made once for every version;
-	// idHeader holds it as a header's values.
-	id       string
-	idHeader []string
-	metrics  atomic.Pointer[endpoint.Metrics]
-	mu       sync.Mutex
-	gen      uint64 // guarded by mu
+	// id holds the pod's key as text (endpoint.Key.String), made once for every
+	// version, as the one value of a header.
+	id      []string
+	metrics atomic.Pointer[endpoint.Metrics]
+	mu      sync.Mutex
+	gen     uint64 // guarded by mu
 }
 
 // newPodState returns the shared state of a new pod k, with a fresh cell. The caller
 // holds c.mu.
 func (c *Cache) newPodState(k endpoint.Key) *podState {
-	idHeader := []string{k.String()}
-	return &podState{hot: c.cells.next(), id: idHeader[0], idHeader: idHeader}
+	return &podState{hot: c.cells.next(), id: []string{k.String()}}
 }
 
 // store makes m the latest snapshot if the state is still at gen, and reports whether it

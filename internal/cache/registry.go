@@ -42,11 +42,11 @@ func (p *Pod) Hot() *Hot { return p.hot }
 
 // ID returns the pod's key as headers, logs and metrics name it (Key.String), without
 // building the string per request.
-func (p *Pod) ID() string { return p.state.id }
+func (p *Pod) ID() string { return p.state.id[0] }
 
 // IDHeader returns ID as the values of a header, one slice shared by every caller: it
 // MUST NOT be written into (appending copies it, since its capacity is its length).
-func (p *Pod) IDHeader() []string { return p.state.idHeader }
+func (p *Pod) IDHeader() []string { return p.state.id }
 
 // Metrics returns the latest metrics snapshot, or nil before the first scrape. The
 // returned value is never modified.

@@ -409,7 +409,7 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	}
 	switch {
 	case body != nil:
-		rb := &replayableBody{body: body}
+		rb := newReplayableBody(body)
 		out.Body, out.GetBody, out.ContentLength = rb, rb.replay, int64(len(body))
 	case stream != nil && r.ContentLength != 0:
 		out.Body, out.ContentLength = io.NopCloser(stream), r.ContentLength // -1: unknown, sent chunked
@@ -425,34 +425,26 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	return out.WithContext(ctx) // out itself stays on the stack
 }
 
-// replayableBody reads a request body held in memory, and replays it from its start for
-// a request sent again (http.Request.GetBody).
+// replayableBody reads a request body held in memory (as a bytes.Reader, which writes
+// itself to a connection in one write), and replays it from its start for a request
+// sent again (http.Request.GetBody).
 type replayableBody struct {
+	bytes.Reader
 	body []byte
-	read int
 }
 
-func (b *replayableBody) Read(p []byte) (int, error) {
-	if b.read == len(b.body) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.body[b.read:])
-	b.read += n
-	return n, nil
-}
-
-// WriteTo writes the unread body to w in one write, as io.Copy prefers.
-func (b *replayableBody) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(b.body[b.read:])
-	b.read += n
-	return int64(n), err
+// newReplayableBody returns a reader of body.
+func newReplayableBody(body []byte) *replayableBody {
+	b := &replayableBody{body: body}
+	b.Reset(body)
+	return b
 }
 
 // Close does nothing: the body is memory.
 func (b *replayableBody) Close() error { return nil }
 
 // replay returns a reader of the whole body.
-func (b *replayableBody) replay() (io.ReadCloser, error) { return &replayableBody{body: b.body}, nil }
+func (b *replayableBody) replay() (io.ReadCloser, error) { return newReplayableBody(b.body), nil }
 
 // forwardedFor appends the client of r to h's X-Forwarded-For, after the proxies a
 // client-supplied value lists, and sets X-Forwarded-Proto to the scheme r arrived by.

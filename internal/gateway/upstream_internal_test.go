@@ -252,16 +252,17 @@ func TestAppendRequestURIWritesRequestURI(t *testing.T) {
 		"/v1/chat/completions", "/v1/models?limit=2&x=%20y", "/a%2Fb/c?", "/?", "/", "*",
 		"/caf%C3%A9?q=1#frag", "/path;params?a=b", "//double/slash", "http://host:8/abs?q",
 	}
+	urls := []*url.URL{{Path: ""}, {Opaque: "//opaque/x", Scheme: "http", RawQuery: "q=1"}}
 	for _, target := range targets {
 		u, err := url.ParseRequestURI(target)
 		if err != nil {
 			t.Fatalf("ParseRequestURI(%q): %v", target, err)
 		}
-		urls := []*url.URL{u, {Path: ""}, {Opaque: "//opaque/x", Scheme: "http", RawQuery: "q=1"}}
-		for _, u := range urls {
-			if got, want := string(appendRequestURI([]byte("GET "), u)), "GET "+u.RequestURI(); got != want {
-				t.Errorf("appendRequestURI(%#v) = %q, want %q", u, got, want)
-			}
+		urls = append(urls, u)
+	}
+	for _, u := range urls {
+		if got, want := string(appendRequestURI([]byte("GET "), u)), "GET "+u.RequestURI(); got != want {
+			t.Errorf("appendRequestURI(%#v) = %q, want %q", u, got, want)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (s *scanner) next() bool {
 	if s.ready {
 		return true
 	}
-	s.skipSpace()
+	s.pos = skipSpace(s.data, s.pos)
 	if len(s.open) > 0 {
 		top := &s.open[len(s.open)-1]
 		if top.tokens > 0 && s.pos < len(s.data) {
@@ -95,12 +95,10 @@ func (s *scanner) next() bool {
 				if c != ':' {
 					return s.fail()
 				}
-				s.pos++
-				s.skipSpace()
+				s.pos = skipSpace(s.data, s.pos+1)
 			case c == '}' || c == ']': // the container ends; end checks which
 			case c == ',':
-				s.pos++
-				s.skipSpace()
+				s.pos = skipSpace(s.data, s.pos+1)
 				top.comma = true
 			default:
 				return s.fail()
@@ -109,18 +107,6 @@ func (s *scanner) next() bool {
 	}
 	s.ready = true
 	return true
-}
-
-// skipSpace moves pos past white space.
-func (s *scanner) skipSpace() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
 }
 
 // token records that a token was read: the scanner must find the next one anew, and a
@@ -174,7 +160,7 @@ func (s *scanner) atEnd() bool {
 	if s.failed || len(s.open) > 0 {
 		return false
 	}
-	s.skipSpace()
+	s.pos = skipSpace(s.data, s.pos)
 	return s.pos == len(s.data)
 }
 
