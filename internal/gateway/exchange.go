@@ -63,7 +63,15 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 		return
 	}
 	x.body = body
-	req, err := parseRequest(x.r.URL.Path, x.r.Header.Get("Content-Type"), body)
+	// The router is known before the body is read, and the prompt's text is built only
+	// if it reads it. Its error is answered after the body's and the model's, as those
+	// are the request's own.
+	router, strategy, routerErr := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
+	mode := openai.PromptLength
+	if routing.ReadsPrompt(router) {
+		mode = openai.PromptText
+	}
+	req, err := parseRequest(x.r.URL.Path, x.r.Header.Get("Content-Type"), body, mode)
 	if err != nil {
 		x.o.fail(x.w, x.r, err)
 		return
@@ -76,13 +84,12 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 	}
 	x.model = model
 	x.o.model = model.Name // only served names: clients cannot grow the label set
-	router, strategy, err := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
-	if err != nil {
-		if e, ok := errors.AsType[*Error](err); ok { // the request's own error
+	if routerErr != nil {
+		if e, ok := errors.AsType[*Error](routerErr); ok { // the request's own error
 			x.o.fail(x.w, x.r, e)
 			return
 		}
-		x.o.fail(x.w, x.r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, err)))
+		x.o.fail(x.w, x.r, errInvalidFilter(fmt.Sprintf("RoutingPolicy %s/%s: %v", policy.Namespace, policy.Name, routerErr)))
 		return
 	}
 	x.router, x.strategy = router, strategy
@@ -271,7 +278,7 @@ func (g *Gateway) route(ctx context.Context, headers http.Header, req openai.Req
 	rc := routing.NewRoutingContext(ctx, routing.Request{
 		Model:        req.Model,
 		Prompt:       req.Prompt,
-		PromptTokens: openai.EstimateTokens(req.Prompt),
+		PromptTokens: req.PromptTokens(),
 		MaxTokens:    req.MaxTokens,
 		Stream:       req.Stream,
 		RequestID:    headers.Get(HeaderRequestID),

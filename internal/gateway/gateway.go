@@ -317,7 +317,12 @@ type routerKey struct {
 type builtRouter struct {
 	routing.Router
 	settings string
+	// readsPrompt caches routing.ReadsPrompt of the router.
+	readsPrompt bool
 }
+
+// ReadsPrompt reports whether the router reads the prompt's text.
+func (b *builtRouter) ReadsPrompt() bool { return b.readsPrompt }
 
 // router returns the router for policy (nil: the default strategy), honouring the
 // requested strategy override where the policy allows it; a requested strategy that does
@@ -362,7 +367,7 @@ func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (rout
 		if err != nil {
 			return nil, key.strategy, err
 		}
-		reuse = &builtRouter{Router: r, settings: settings}
+		reuse = &builtRouter{Router: r, settings: settings, readsPrompt: routing.ReadsPrompt(r)}
 	}
 	if key.generation < newest {
 		return reuse, key.strategy, nil

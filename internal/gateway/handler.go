@@ -216,13 +216,14 @@ func newRequestID() string {
 
 // parseRequest parses an OpenAI-compatible body sent to path, by the API the path names
 // (a JSON body, or a multipart form of contentType for audio), mapping failures to 400.
-func parseRequest(path, contentType string, body []byte) (openai.Request, error) {
+// mode says whether a JSON body's prompt text is built.
+func parseRequest(path, contentType string, body []byte, mode openai.PromptMode) (openai.Request, error) {
 	var req openai.Request
 	var err error
 	if ep := openai.EndpointOf(path); ep.Multipart() {
 		req, err = openai.ParseMultipart(ep, contentType, body)
 	} else {
-		req, err = openai.ParseRequestFor(ep, body)
+		req, err = openai.ParseRequestFor(ep, body, mode)
 	}
 	if err != nil {
 		var reqErr *openai.RequestError

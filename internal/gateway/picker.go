@@ -76,7 +76,9 @@ func (g *Gateway) Picker(scope PickScope) *Picker { return &Picker{g: g, scope: 
 func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, error) {
 	g := p.g
 	path, _, _ := strings.Cut(req.Headers.Get(":path"), "?") // Envoy's pseudo-header
-	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body)
+	// The policy, and with it whether the router reads the prompt's text, is known only
+	// once the model is.
+	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body, openai.PromptText)
 	if err != nil {
 		return extproc.Pick{}, err
 	}
@@ -106,7 +108,7 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 		return extproc.Pick{}, err
 	}
 	res := &pickReservation{
-		tracker: g.view.Tracker, admission: g.admission, model: model, tokensIn: openai.EstimateTokens(r.Prompt),
+		tracker: g.view.Tracker, admission: g.admission, model: model, tokensIn: r.PromptTokens(),
 		primary: target, fallbacks: fallbacks(cands, target.Pod),
 	}
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
 // emptyView returns a gateway cache view with no objects.
@@ -115,5 +116,25 @@ func TestUnknownRequestedStrategyIsTheClientsError(t *testing.T) {
 	p.Spec.AllowStrategyOverride = nil
 	if _, s, err := g.router(p, "fastest"); err != nil || s != v1alpha1.StrategySessionAffinity {
 		t.Errorf("a request header where the policy allows no override: %s, %v; want the policy's strategy", s, err)
+	}
+}
+
+// TestBuiltRoutersSayWhetherTheyReadThePrompt checks that the gateway's routers report
+// what their algorithms read, so that the prompt's text is built for prefix-cache
+// policies and left out for the others.
+func TestBuiltRoutersSayWhetherTheyReadThePrompt(t *testing.T) {
+	g := New(emptyView(), Options{})
+	for strategy, want := range map[v1alpha1.Strategy]bool{
+		v1alpha1.StrategyPrefixCache: true, v1alpha1.StrategyLeastRequest: false, v1alpha1.StrategySessionAffinity: false,
+	} {
+		p := sessionPolicy(types.UID(strategy), 1, "x-a")
+		p.Spec.Strategy = strategy
+		r, _, err := g.router(p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := routing.ReadsPrompt(r); got != want {
+			t.Errorf("%s: ReadsPrompt = %v, want %v", strategy, got, want)
+		}
 	}
 }

@@ -10,5 +10,5 @@
 //
 // The package does not validate a request beyond those fields, rewrite bodies, proxy
 // them or map routing errors to HTTP statuses; the gateway does. It does not tokenize:
-// EstimateTokens approximates token counts until a tokenizer is configured.
+// Request.PromptTokens approximates token counts until a tokenizer is configured.
 package openai

@@ -41,14 +41,17 @@ import (
 //
 // Audio transcriptions and translations take multipart bodies: ParseRequestFor
 // rejects them, and the gateway reads them with ParseMultipart.
-func ParseRequestFor(ep Endpoint, data []byte) (Request, error) {
+//
+// In PromptLength mode Prompt is left empty and only PromptLen is set, which saves
+// copying a long prompt for a router that does not read its text.
+func ParseRequestFor(ep Endpoint, data []byte, mode PromptMode) (Request, error) {
 	var (
 		req Request
 		err error
 	)
 	switch ep {
 	case EndpointChatCompletions, EndpointCompletions:
-		req, err = ParseRequest(data)
+		req, err = parseRequest(data, mode)
 		switch {
 		case err != nil:
 		case ep == EndpointChatCompletions && !req.Chat:
@@ -75,8 +78,24 @@ func ParseRequestFor(ep Endpoint, data []byte) (Request, error) {
 		return Request{}, err
 	}
 	req.Endpoint = ep
+	if req.Prompt != "" { // the parsers of the other endpoints leave PromptLen to this
+		req.PromptLen = len(req.Prompt)
+	}
+	if mode == PromptLength {
+		req.Prompt = ""
+	}
 	return req, nil
 }
+
+// PromptMode says whether parsing builds the text of a request's prompt.
+type PromptMode bool
+
+const (
+	// PromptText builds the text, Request.Prompt, and its length, Request.PromptLen.
+	PromptText PromptMode = true
+	// PromptLength sets only Request.PromptLen.
+	PromptLength PromptMode = false
+)
 
 // parseModelOnly reads the model of a body whose other fields routing does not use.
 func parseModelOnly(data []byte) (Request, error) {

@@ -211,7 +211,7 @@ var endpointCases = []struct {
 func TestParseRequestFor(t *testing.T) {
 	for _, tt := range endpointCases {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := openai.ParseRequestFor(tt.ep, []byte(tt.body))
+			got, err := openai.ParseRequestFor(tt.ep, []byte(tt.body), openai.PromptText)
 			if tt.wantErr != "" {
 				var reqErr *openai.RequestError
 				if !errors.As(err, &reqErr) {
@@ -223,9 +223,13 @@ func TestParseRequestFor(t *testing.T) {
 				return
 			}
 			want := tt.want
-			want.Endpoint = tt.ep
+			want.Endpoint, want.PromptLen = tt.ep, len(want.Prompt)
 			if err != nil || got != want {
 				t.Errorf("ParseRequestFor(%v) = %+v, %v, want %+v", tt.ep, got, err, want)
+			}
+			want.Prompt = ""
+			if got, err := openai.ParseRequestFor(tt.ep, []byte(tt.body), openai.PromptLength); err != nil || got != want {
+				t.Errorf("ParseRequestFor(%v, PromptLength) = %+v, %v, want %+v", tt.ep, got, err, want)
 			}
 		})
 	}
@@ -238,7 +242,7 @@ func TestParseRequestForMatchesParseRequest(t *testing.T) {
 	for _, tt := range parseCases {
 		want, wantErr := openai.ParseRequest([]byte(tt.body))
 		for _, ep := range []openai.Endpoint{openai.EndpointChatCompletions, openai.EndpointCompletions} {
-			got, err := openai.ParseRequestFor(ep, []byte(tt.body))
+			got, err := openai.ParseRequestFor(ep, []byte(tt.body), openai.PromptText)
 			switch {
 			case wantErr != nil:
 				if err == nil || err.Error() != wantErr.Error() {
@@ -263,7 +267,7 @@ func TestParseRequestForMatchesParseRequest(t *testing.T) {
 // and the first turn, sent as a plain string input, flattens like a one-item input.
 func TestParseRequestForConversationPrefix(t *testing.T) {
 	first, err := openai.ParseRequestFor(openai.EndpointResponses,
-		[]byte(`{"model":"m","instructions":"Be terse.","input":"q0"}`))
+		[]byte(`{"model":"m","instructions":"Be terse.","input":"q0"}`), openai.PromptText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +278,7 @@ func TestParseRequestForConversationPrefix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := openai.ParseRequestFor(openai.EndpointResponses, body)
+		req, err := openai.ParseRequestFor(openai.EndpointResponses, body, openai.PromptText)
 		if err != nil {
 			t.Fatalf("turn %d: %v", turn, err)
 		}
@@ -296,15 +300,16 @@ func TestParseRequestForConversationPrefix(t *testing.T) {
 
 // FuzzParseRequestFor checks, for every endpoint, that ParseRequestFor never panics,
 // fails only with a *RequestError carrying a message, and on success returns valid
-// UTF-8, a non-empty model, the endpoint asked for, the same result on a second parse,
-// and the model any other endpoint reads from the same body.
+// UTF-8, a non-empty model, the endpoint asked for, the prompt's length, the same result
+// on a second parse, the same but for the prompt's text in PromptLength mode, and the
+// model any other endpoint reads from the same body.
 func FuzzParseRequestFor(f *testing.F) {
 	for _, tt := range endpointCases {
 		f.Add(uint8(tt.ep), []byte(tt.body))
 	}
 	f.Fuzz(func(t *testing.T, epByte uint8, body []byte) {
 		ep := openai.Endpoint(epByte % uint8(openai.EndpointDetokenize+1))
-		req, err := openai.ParseRequestFor(ep, body)
+		req, err := openai.ParseRequestFor(ep, body, openai.PromptText)
 		if err != nil {
 			var reqErr *openai.RequestError
 			if !errors.As(err, &reqErr) || reqErr.Message == "" {
@@ -312,7 +317,7 @@ func FuzzParseRequestFor(f *testing.F) {
 			}
 			return
 		}
-		if req.Model == "" || req.MaxTokens < 0 || req.Endpoint != ep {
+		if req.Model == "" || req.MaxTokens < 0 || req.Endpoint != ep || req.PromptLen != len(req.Prompt) {
 			t.Fatalf("ParseRequestFor(%v) gave %+v", ep, req)
 		}
 		if !utf8.ValidString(req.Prompt) || !utf8.ValidString(req.Model) {
@@ -321,11 +326,16 @@ func FuzzParseRequestFor(f *testing.F) {
 		if req.Chat && !strings.HasSuffix(req.Prompt, "\n") {
 			t.Fatalf("chat prompt %q does not end with a message terminator", req.Prompt)
 		}
-		if again, err := openai.ParseRequestFor(ep, body); err != nil || again != req {
+		if again, err := openai.ParseRequestFor(ep, body, openai.PromptText); err != nil || again != req {
 			t.Fatalf("re-parsing gave %+v, %v; first parse gave %+v", again, err, req)
 		}
+		counted := req
+		counted.Prompt = ""
+		if got, err := openai.ParseRequestFor(ep, body, openai.PromptLength); err != nil || got != counted {
+			t.Fatalf("PromptLength gave %+v, %v; want %+v", got, err, counted)
+		}
 		// Routing by model must not depend on which parser read the body.
-		other, err := openai.ParseRequestFor(openai.EndpointOther, body)
+		other, err := openai.ParseRequestFor(openai.EndpointOther, body, openai.PromptText)
 		if err != nil || other.Model != req.Model {
 			t.Fatalf("EndpointOther read %+v, %v from a body %v read as model %q", other, err, ep, req.Model)
 		}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -11,18 +12,20 @@ import (
 
 // parseFast is ParseRequest in a single pass over the body with scanner, a streaming
 // tokenizer: it decodes the fields ParseRequest reads and flattens the prompt into one
-// buffer as it goes, skipping every other value. Duplicate object names are accepted,
-// as encoding/json accepts them, but not among the fields parseFast reads. Invalid
-// UTF-8, which encoding/json accepts, is an error of scanner: parseFast gives up on it,
-// and in exchange copies the runs of its strings without checking them again.
+// buffer as it goes, or only counts its bytes when text is false, skipping every other
+// value. Duplicate object names are accepted, as encoding/json accepts them, but not
+// among the fields parseFast reads. Invalid UTF-8, which encoding/json accepts, is an
+// error of scanner: parseFast gives up on it, and in exchange copies the runs of its
+// strings without checking them again.
 //
 // It handles the valid bodies clients send and gives up (ok is false) on everything
 // else: any syntax error or error ParseRequest reports, and valid but unusual bodies
 // whose decoding by encoding/json is subtle: duplicate keys among the fields read, keys
 // that are not ASCII or match a field only case-insensitively, and strings of invalid
-// UTF-8 or with unpaired surrogate escapes. When ok is true,
-// the result is the one parseRequestJSON returns; FuzzParseFast checks that.
-func parseFast(data []byte) (req Request, ok bool) {
+// UTF-8 or with unpaired surrogate escapes. When ok is true, the result is the one
+// parseRequestJSON returns, with PromptLen set, and without the prompt's text when text
+// is false; FuzzParseFast checks that.
+func parseFast(data []byte, text bool) (req Request, ok bool) {
 	p := fastParsers.Get().(*fastParser)
 	defer p.release()
 	p.reset(data)
@@ -41,9 +44,7 @@ func parseFast(data []byte) (req Request, ok bool) {
 		seen                         int
 		maxTokens, maxCompletionToks int64 = -1, -1 // -1: not given
 		hasMessages, hasPrompt       bool
-		out                          []byte // the prompt
-		modelBuf                     [64]byte
-		model                        []byte
+		out                          = textBuf{countOnly: !text} // the prompt
 	)
 	for p.peekKind() != '}' {
 		key, ok := p.key()
@@ -78,8 +79,9 @@ func parseFast(data []byte) (req Request, ok bool) {
 		case k == 'n': // null: the field is absent
 			ok = p.skip()
 		case field == seenModel && k == '"':
-			model, ok = p.appendString(modelBuf[:0])
-			req.Model = string(model)
+			p.model.reset()
+			ok = p.string(&p.model)
+			req.Model = string(p.model.b)
 		case field == seenStream && (k == 't' || k == 'f'):
 			req.Stream, ok = k == 't', p.skip()
 		case field == seenMaxTokens:
@@ -90,12 +92,12 @@ func parseFast(data []byte) (req Request, ok bool) {
 			hasMessages = true
 			// The prompt is rarely longer than the rest of the body: JSON syntax and
 			// escapes take more room than the separators the flattening adds.
-			out = make([]byte, 0, len(data)-p.pos)
-			out, ok = p.messages(out)
+			out.grow(len(data) - p.pos)
+			ok = p.messages(&out)
 		case field == seenPrompt && (k == '"' || k == '['):
 			hasPrompt = true
-			out = make([]byte, 0, len(data)-p.pos)
-			out, ok = p.prompt(out)
+			out.grow(len(data) - p.pos)
+			ok = p.prompt(&out)
 		default:
 			ok = false
 		}
@@ -119,8 +121,78 @@ func parseFast(data []byte) (req Request, ok bool) {
 	}
 	// out is never written again: the string shares its bytes rather than copy a prompt
 	// that may be hundreds of kilobytes long.
-	req.Prompt = unsafe.String(unsafe.SliceData(out), len(out))
+	req.Prompt = unsafe.String(unsafe.SliceData(out.b), len(out.b))
+	req.PromptLen = out.n
 	return req, true
+}
+
+// textBuf is where a decoded string goes: its bytes, or, when countOnly, just its
+// length, so that a prompt whose text is not wanted is measured without being copied.
+type textBuf struct {
+	b []byte
+	// n is the length of the text written, also when countOnly.
+	n         int
+	countOnly bool
+}
+
+// grow makes room for n more bytes, unless t only counts.
+func (t *textBuf) grow(n int) {
+	if !t.countOnly {
+		t.b = slices.Grow(t.b, n)
+	}
+}
+
+// write appends b.
+func (t *textBuf) write(b []byte) {
+	t.n += len(b)
+	if !t.countOnly {
+		t.b = append(t.b, b...)
+	}
+}
+
+// writeString appends s.
+func (t *textBuf) writeString(s string) {
+	t.n += len(s)
+	if !t.countOnly {
+		t.b = append(t.b, s...)
+	}
+}
+
+// writeByte appends c.
+func (t *textBuf) writeByte(c byte) {
+	t.n++
+	if !t.countOnly {
+		t.b = append(t.b, c)
+	}
+}
+
+// writeRune appends the UTF-8 encoding of r.
+func (t *textBuf) writeRune(r rune) {
+	t.n += utf8.RuneLen(r)
+	if !t.countOnly {
+		t.b = utf8.AppendRune(t.b, r)
+	}
+}
+
+// insert writes b at offset at, before what was written since.
+func (t *textBuf) insert(at int, b []byte) {
+	t.n += len(b)
+	if !t.countOnly {
+		t.b = slices.Insert(t.b, at, b...)
+	}
+}
+
+// truncate forgets what was written after the first n bytes.
+func (t *textBuf) truncate(n int) {
+	t.n = n
+	if !t.countOnly {
+		t.b = t.b[:n]
+	}
+}
+
+// reset empties t, keeping its buffer.
+func (t *textBuf) reset() {
+	t.b, t.n = t.b[:0], 0
 }
 
 // The JSON names of the fields of body, message and contentPart. A key that matches one
@@ -150,31 +222,33 @@ func foldsToAny(key []byte, names []string) bool {
 // nor the buffers are allocated per body.
 type fastParser struct {
 	scanner
-	// keyBuf holds the last decoded object key, pending a message's content while its
-	// role, which comes first in the prompt, has not been read yet, and partType the
-	// "type" of a content part.
-	keyBuf, pending, partType []byte
+	// keyText holds the last decoded object key, model the model, role the role of a
+	// message whose content came first, and partType the "type" of a content part.
+	keyText, model, role, partType textBuf
 }
 
 // fastParsers hold the idle parsers (*fastParser).
 var fastParsers = sync.Pool{New: func() any { return new(fastParser) }}
 
-// maxPooledPendingBytes is the capacity of the largest pending buffer kept with a
-// parser, and maxPooledNesting that of the largest stack of open containers.
+// maxPooledNesting is the capacity of the largest stack of open containers kept with a
+// parser, and maxPooledTextBytes that of the largest of its text buffers: a key or a
+// role is rarely longer.
 const (
-	maxPooledPendingBytes = 64 << 10
-	maxPooledNesting      = 64
+	maxPooledNesting   = 64
+	maxPooledTextBytes = 4 << 10
 )
 
 // release forgets the body, so that the pool does not keep it alive, and returns the
 // parser to fastParsers.
 func (p *fastParser) release() {
 	p.reset(nil)
-	if cap(p.pending) > maxPooledPendingBytes {
-		p.pending = nil
-	}
 	if cap(p.open) > maxPooledNesting {
 		p.open = nil
+	}
+	for _, t := range []*textBuf{&p.keyText, &p.model, &p.role, &p.partType} {
+		if cap(t.b) > maxPooledTextBytes {
+			t.b = nil
+		}
 	}
 	fastParsers.Put(p)
 }
@@ -182,57 +256,59 @@ func (p *fastParser) release() {
 // key reads an object key. It gives up on keys that are not ASCII, which encoding/json
 // may match to a field under Unicode case folding (ſ and K fold to s and k).
 func (p *fastParser) key() ([]byte, bool) {
-	var ok bool
-	if p.keyBuf, ok = p.appendString(p.keyBuf[:0]); !ok {
+	p.keyText.reset()
+	if !p.string(&p.keyText) {
 		return nil, false
 	}
-	for _, c := range p.keyBuf {
+	for _, c := range p.keyText.b {
 		if c >= utf8.RuneSelf {
 			return nil, false
 		}
 	}
-	return p.keyBuf, true
+	return p.keyText.b, true
 }
-
-// appendString reads a string and appends its decoded contents to dst, as encoding/json
+// string reads a string and writes its decoded contents to t, as encoding/json
 // decodes it into a Go string.
-func (p *fastParser) appendString(dst []byte) ([]byte, bool) {
+func (p *fastParser) string(t *textBuf) bool {
 	inner, escaped, ok := p.quoted()
 	switch {
 	case !ok:
-		return dst, false
+		return false
 	case !escaped:
-		return append(dst, inner...), true
+		t.write(inner)
+	default:
+		t.writeUnquoted(inner)
 	}
-	return appendUnquoted(dst, inner), true
+	return true
 }
 
-// appendUnquoted appends to dst the decoded contents of inner, the text between the
-// quotes of a string the scanner has validated (valid UTF-8, surrogate escapes in
-// pairs), as encoding/json decodes it. The runs between escapes are copied whole rather
-// than byte by byte.
-func appendUnquoted(dst, inner []byte) []byte {
+// writeUnquoted writes the decoded contents of inner, the text between the quotes of a
+// string the scanner has validated (valid UTF-8, surrogate escapes in pairs), as
+// encoding/json decodes it. The runs between escapes are written whole rather than
+// byte by byte.
+func (t *textBuf) writeUnquoted(inner []byte) {
 	for {
 		i := bytes.IndexByte(inner, '\\')
 		if i < 0 {
-			return append(dst, inner...)
+			t.write(inner)
+			return
 		}
-		dst = append(dst, inner[:i]...)
+		t.write(inner[:i])
 		// The scanner validated the escape: a known character, or four hex digits and
 		// surrogates in pairs.
 		esc := inner[i:]
 		inner = esc[2:]
 		switch esc[1] {
 		case 'b':
-			dst = append(dst, '\b')
+			t.writeByte('\b')
 		case 'f':
-			dst = append(dst, '\f')
+			t.writeByte('\f')
 		case 'n':
-			dst = append(dst, '\n')
+			t.writeByte('\n')
 		case 'r':
-			dst = append(dst, '\r')
+			t.writeByte('\r')
 		case 't':
-			dst = append(dst, '\t')
+			t.writeByte('\t')
 		case 'u':
 			r, _ := hexEscape(esc)
 			inner = esc[6:]
@@ -240,121 +316,125 @@ func appendUnquoted(dst, inner []byte) []byte {
 				low, _ := hexEscape(inner)
 				r, inner = utf16.DecodeRune(r, low), inner[6:]
 			}
-			dst = utf8.AppendRune(dst, r)
+			t.writeRune(r)
 		default: // '"', '\\' and '/' stand for themselves
-			dst = append(dst, esc[1])
+			t.writeByte(esc[1])
 		}
 	}
 }
 
 // messages flattens a non-empty array of messages onto out.
-func (p *fastParser) messages(out []byte) ([]byte, bool) {
+func (p *fastParser) messages(out *textBuf) bool {
 	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
-		return out, false
+		return false
 	}
 	for p.peekKind() != ']' {
-		var ok bool
-		if out, ok = p.message(out); !ok {
-			return out, false
+		if !p.message(out) {
+			return false
 		}
 	}
-	return out, p.end()
+	return p.end()
 }
 
-// message appends role + ": " + text + "\n" for a message object.
-func (p *fastParser) message(out []byte) ([]byte, bool) {
+// message writes role + ": " + text + "\n" for a message object. A content that comes
+// before the role is written first, and the role then inserted before it.
+func (p *fastParser) message(out *textBuf) bool {
 	if !p.begin('{') {
-		return out, false
+		return false
 	}
+	start := out.n
 	var seenRole, seenContent bool
 	for p.peekKind() != '}' {
 		key, ok := p.key()
 		if !ok {
-			return out, false
+			return false
 		}
 		switch string(key) {
 		case "role":
 			if seenRole {
-				return out, false
+				return false
 			}
 			seenRole = true
-			n := len(out)
-			if out, ok = p.appendString(out); !ok || len(out) == n { // empty roles are errors
-				return out, false
+			if !seenContent {
+				n := out.n
+				if ok = p.string(out); !ok || out.n == n { // empty roles are errors
+					return false
+				}
+				out.writeString(": ")
+				break
 			}
-			out = append(out, ": "...)
-			if seenContent {
-				out = append(out, p.pending...)
+			p.role.reset()
+			if ok = p.string(&p.role); !ok || p.role.n == 0 {
+				return false
 			}
+			p.role.writeString(": ")
+			out.insert(start, p.role.b)
 		case "content":
 			if seenContent {
-				return out, false
+				return false
 			}
 			seenContent = true
-			if seenRole {
-				out, ok = p.content(out)
-			} else {
-				p.pending, ok = p.content(p.pending[:0])
-			}
+			ok = p.content(out)
 		default:
 			ok = !foldsToAny(key, messageFields) && p.skip()
 		}
 		if !ok {
-			return out, false
+			return false
 		}
 	}
 	if !seenRole || !p.end() {
-		return out, false
+		return false
 	}
-	return append(out, '\n'), true
+	out.writeByte('\n')
+	return true
 }
 
-// content appends the text of a message content: a string, an array of content parts
-// or null.
-func (p *fastParser) content(dst []byte) ([]byte, bool) {
+// content writes the text of a message content: a string, an array of content parts or
+// null.
+func (p *fastParser) content(out *textBuf) bool {
 	switch p.peekKind() {
 	case '"':
-		return p.appendString(dst)
+		return p.string(out)
 	case 'n':
-		return dst, p.skip()
+		return p.skip()
 	case '[':
 	default:
-		return dst, false
+		return false
 	}
 	if !p.begin('[') {
-		return dst, false
+		return false
 	}
 	for p.peekKind() != ']' {
-		var ok bool
-		if dst, ok = p.contentPart(dst); !ok {
-			return dst, false
+		if !p.contentPart(out) {
+			return false
 		}
 	}
-	return dst, p.end()
+	return p.end()
 }
 
-// contentPart appends the text of a content part of type "text".
-func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
+// contentPart writes the text of a content part of type "text".
+func (p *fastParser) contentPart(out *textBuf) bool {
 	if !p.begin('{') {
-		return dst, false
+		return false
 	}
-	mark := len(dst)
+	mark := out.n
 	var seenType, seenText, isText bool
 	for p.peekKind() != '}' {
 		key, ok := p.key()
 		if !ok {
-			return dst, false
+			return false
 		}
 		switch string(key) {
 		case "type":
 			if seenType {
-				return dst, false
+				return false
 			}
 			seenType = true
 			switch p.peekKind() {
 			case '"':
-				p.partType, ok = p.appendString(p.partType[:0])
-				isText = string(p.partType) == "text"
+				p.partType.reset()
+				ok = p.string(&p.partType)
+				isText = string(p.partType.b) == "text"
 			case 'n':
 				ok = p.skip()
 			default:
@@ -362,12 +442,12 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 			}
 		case "text":
 			if seenText {
-				return dst, false
+				return false
 			}
 			seenText = true
 			switch p.peekKind() {
 			case '"':
-				dst, ok = p.appendString(dst)
+				ok = p.string(out)
 			case 'n':
 				ok = p.skip()
 			default:
@@ -377,30 +457,29 @@ func (p *fastParser) contentPart(dst []byte) ([]byte, bool) {
 			ok = !foldsToAny(key, partFields) && p.skip()
 		}
 		if !ok {
-			return dst, false
+			return false
 		}
 	}
-	if !isText { // the text, if any, was appended before the type was known
-		dst = dst[:mark]
+	if !isText { // the text, if any, was written before the type was known
+		out.truncate(mark)
 	}
-	return dst, p.end()
+	return p.end()
 }
 
-// prompt appends a completion prompt: a string or a non-empty array of strings.
-func (p *fastParser) prompt(out []byte) ([]byte, bool) {
+// prompt writes a completion prompt: a string or a non-empty array of strings.
+func (p *fastParser) prompt(out *textBuf) bool {
 	if p.peekKind() == '"' {
-		return p.appendString(out)
+		return p.string(out)
 	}
 	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
-		return out, false
+		return false
 	}
 	for p.peekKind() != ']' {
-		var ok bool
-		if out, ok = p.appendString(out); !ok {
-			return out, false
+		if !p.string(out) {
+			return false
 		}
 	}
-	return out, p.end()
+	return p.end()
 }
 
 // length reads a completion length: a non-negative JSON number that strconv.ParseInt

@@ -14,6 +14,7 @@ var fastCases = []string{
 	`{"model":"m","max_tokens":-0,"max_completion_tokens":7,"prompt":""}`,
 	`{"model":"m\u00e9\ud83d\ude00","prompt":"a\"b\\c\/d\b\f\n\r\t\u0000\u00e9\u4e2d\ud83d\ude00"}`,
 	`{"model":"m","messages":[{"content":"before role","role":"user"},{"role":"assistant","content":null}]}`,
+	`{"model":"m","messages":[{"role":"u","content":"x"},{"content":[{"type":"text","text":"a\nb"},{"type":"image_url","text":"c"}],"role":"r\u00e9"},{"content":"y","role":"a"}]}`,
 	`{"model":"m","messages":[{"content":[{"text":"a","type":"text"},{"text":"b","type":"image_url"},{"type":"text"},{"type":null,"text":"c"},{"type":"te\u0078t","text":"d"},{}],"role":"u"}]}`,
 	`{"model":"m","messages":[{"role":"r","name":"n","content":[],"tool_calls":[{"id":"1","function":{"name":"f","arguments":"{}"}}]}]}`,
 	`{"model":"m","temperature":-1.5e-3,"top_p":0.1E+2,"stop":["a",null,true,false,{"x":[[]],"y":{}}],"prompt":"p"}`,
@@ -46,13 +47,13 @@ var slowOnlyCases = []string{
 func TestParseFast(t *testing.T) {
 	for _, body := range fastCases {
 		checkParseFast(t, []byte(body))
-		if _, ok := parseFast([]byte(body)); !ok {
+		if !acceptsFast(t, []byte(body)) {
 			t.Errorf("parseFast gave up on %s", body)
 		}
 	}
 	for _, body := range slowOnlyCases {
 		checkParseFast(t, []byte(body))
-		if _, ok := parseFast([]byte(body)); ok {
+		if acceptsFast(t, []byte(body)) {
 			t.Errorf("parseFast accepted %s", body)
 		}
 		if _, err := parseRequestJSON([]byte(body)); err != nil {
@@ -61,17 +62,35 @@ func TestParseFast(t *testing.T) {
 	}
 }
 
+// acceptsFast reports whether parseFast accepts body, failing t if it accepts it only
+// with or only without the prompt's text.
+func acceptsFast(t *testing.T, body []byte) bool {
+	t.Helper()
+	_, withText := parseFast(body, true)
+	_, withoutText := parseFast(body, false)
+	if withText != withoutText {
+		t.Fatalf("parseFast(%q) accepts it with the text: %v, without: %v", body, withText, withoutText)
+	}
+	return withText
+}
+
 // checkParseFast checks that when parseFast accepts body, parseRequestJSON accepts it
-// too with the same result.
+// too with the same result, and that parseFast without the prompt's text accepts it
+// with the same result but for the text.
 func checkParseFast(t *testing.T, body []byte) {
 	t.Helper()
-	fast, ok := parseFast(body)
+	fast, ok := parseFast(body, true)
 	if !ok {
 		return
 	}
 	slow, err := parseRequestJSON(body)
 	if err != nil || slow != fast {
 		t.Fatalf("body %q:\nparseFast        = %+v\nparseRequestJSON = %+v, %v", body, fast, slow, err)
+	}
+	counted, ok := parseFast(body, false)
+	slow.Prompt = ""
+	if !ok || counted != slow {
+		t.Fatalf("body %q:\nparseFast without text = %+v, %v\nwant                   = %+v", body, counted, ok, slow)
 	}
 }
 

@@ -69,7 +69,7 @@ func ParseMultipart(ep Endpoint, contentType string, body []byte) (Request, erro
 	if model == "" {
 		return Request{}, badRequest("model is required")
 	}
-	req := Request{Model: model, Prompt: prompt, Endpoint: ep}
+	req := Request{Model: model, Prompt: prompt, PromptLen: len(prompt), Endpoint: ep}
 	switch strings.ToLower(strings.TrimSpace(stream)) {
 	case "", "false", "0", "no", "off", "f", "n":
 	case "true", "1", "yes", "on", "t", "y":

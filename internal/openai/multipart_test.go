@@ -155,7 +155,7 @@ func TestParseMultipart(t *testing.T) {
 				return
 			}
 			want := tt.want
-			want.Endpoint = openai.EndpointAudioTranscriptions
+			want.Endpoint, want.PromptLen = openai.EndpointAudioTranscriptions, len(want.Prompt)
 			if err != nil || got != want {
 				t.Errorf("ParseMultipart() = %+v, %v, want %+v", got, err, want)
 			}

@@ -18,8 +18,11 @@ type Request struct {
 	// Prompt is the text prefix-aware routing works on: for chat requests the messages
 	// flattened as described on ParseRequest, for completion requests the prompt
 	// strings concatenated in order, and for the other endpoints what ParseRequestFor
-	// and ParseMultipart describe. It may be empty.
+	// and ParseMultipart describe. It may be empty, and is when it was parsed in
+	// PromptLength mode.
 	Prompt string
+	// PromptLen is the length of that text in bytes, also in PromptLength mode.
+	PromptLen int
 	// MaxTokens is the requested output length (max_completion_tokens, else
 	// max_tokens; max_output_tokens for responses); 0 when the request does not say or
 	// the endpoint generates no tokens.
@@ -99,7 +102,12 @@ func ParseRequest(data []byte) (Request, error) {
 	// The single pass of parseFast (fastparse.go) accepts the common shape of a valid body.
 	// Anything else, in particular every body that is to be rejected, goes through
 	// parseRequestJSON, which defines the behaviour and the exact error messages.
-	if req, ok := parseFast(data); ok {
+	return parseRequest(data, PromptText)
+}
+
+// parseRequest is ParseRequest in mode.
+func parseRequest(data []byte, mode PromptMode) (Request, error) {
+	if req, ok := parseFast(data, mode == PromptText); ok {
 		return req, nil
 	}
 	return parseRequestJSON(data)
@@ -142,6 +150,7 @@ func parseRequestJSON(data []byte) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
+	req.PromptLen = len(req.Prompt)
 	return req, nil
 }
 
@@ -314,9 +323,9 @@ func textPrompt(raw json.RawMessage) (string, error) {
 // internal/enginesim and prefix-cache routing share.
 const bytesPerToken = 4
 
-// EstimateTokens approximates the token count of s as ceil(len(s)/4), counting bytes.
-// It is the approximation Switchboard uses until a tokenizer is configured, the same
-// rule as internal/enginesim's, so the gateway's counts agree with the simulator's.
-func EstimateTokens(s string) int64 {
-	return (int64(len(s)) + bytesPerToken - 1) / bytesPerToken
+// PromptTokens approximates the token count of the prompt as ceil(PromptLen/4), counting
+// bytes. It is the approximation Switchboard uses until a tokenizer is configured, the
+// same rule as internal/enginesim's, so the gateway's counts agree with the simulator's.
+func (r *Request) PromptTokens() int64 {
+	return (int64(r.PromptLen) + bytesPerToken - 1) / bytesPerToken
 }

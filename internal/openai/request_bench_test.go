@@ -51,6 +51,15 @@ func BenchmarkParseRequest(b *testing.B) {
 		return mustMarshal(b, map[string]any{"model": "llama", "stream": true, "max_tokens": 256,
 			"temperature": 0.7, "messages": []msg{{Role: "user", Content: benchText(200<<10, 1)}}})
 	}
+	// The content before the role, as the OpenAI Go SDK writes a message.
+	contentFirst := func(b *testing.B) []byte {
+		type sdkMsg struct {
+			Content string `json:"content"`
+			Role    string `json:"role"`
+		}
+		return mustMarshal(b, map[string]any{"model": "llama", "max_tokens": 256,
+			"messages": []sdkMsg{{Content: benchText(200<<10, 1), Role: "user"}}})
+	}
 	multi := func(b *testing.B) []byte {
 		msgs := []msg{{Role: "system", Content: "You are a helpful assistant."}}
 		for i := 1; i < 50; i++ {
@@ -77,6 +86,7 @@ func BenchmarkParseRequest(b *testing.B) {
 	}{
 		{"short", func(*testing.B) []byte { return short }},
 		{"single_200KB", single},
+		{"content_first_200KB", contentFirst},
 		{"multi_turn_200KB", multi},
 		// Plain English without characters JSON escapes, as many prompts are.
 		{"plain_200KB", func(b *testing.B) []byte {
@@ -89,20 +99,27 @@ func BenchmarkParseRequest(b *testing.B) {
 				{Role: "user", Content: strings.Repeat("敏捷的棕色狐狸跳过了懒狗，然后回到森林里休息。\n", 200<<10/70)}}})
 		}},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			body := bc.body(b)
-			req, err := openai.ParseRequest(body)
-			if err != nil || !req.Chat || req.Prompt == "" {
-				b.Fatalf("ParseRequest() = %+v, %v", req, err)
-			}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := openai.ParseRequest(body); err != nil {
-					b.Fatal(err)
+		// text builds the prompt's text, as for a prefix-cache policy; length only
+		// measures it, as for the other strategies.
+		for _, mode := range []struct {
+			name string
+			mode openai.PromptMode
+		}{{"text", openai.PromptText}, {"length", openai.PromptLength}} {
+			b.Run(bc.name+"/"+mode.name, func(b *testing.B) {
+				body := bc.body(b)
+				req, err := openai.ParseRequestFor(openai.EndpointChatCompletions, body, mode.mode)
+				if err != nil || !req.Chat || req.PromptLen == 0 {
+					b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
 				}
-			}
-		})
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := openai.ParseRequestFor(openai.EndpointChatCompletions, body, mode.mode); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -143,13 +160,13 @@ func BenchmarkParseRequestFor(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			body := bc.body(b)
-			if req, err := openai.ParseRequestFor(bc.ep, body); err != nil || req.Prompt == "" {
+			if req, err := openai.ParseRequestFor(bc.ep, body, openai.PromptText); err != nil || req.Prompt == "" {
 				b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
 			}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := openai.ParseRequestFor(bc.ep, body); err != nil {
+				if _, err := openai.ParseRequestFor(bc.ep, body, openai.PromptText); err != nil {
 					b.Fatal(err)
 				}
 			}

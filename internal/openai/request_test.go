@@ -103,8 +103,10 @@ func TestParseRequest(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseRequest() error = %v", err)
 			}
-			if got != tt.want {
-				t.Errorf("ParseRequest() = %+v, want %+v", got, tt.want)
+			want := tt.want
+			want.PromptLen = len(want.Prompt)
+			if got != want {
+				t.Errorf("ParseRequest() = %+v, want %+v", got, want)
 			}
 		})
 	}
@@ -137,7 +139,7 @@ func TestParseRequestConversationPrefix(t *testing.T) {
 	}
 }
 
-func TestEstimateTokens(t *testing.T) {
+func TestPromptTokensRoundsTheBytesUp(t *testing.T) {
 	tests := []struct {
 		s    string
 		want int64
@@ -145,8 +147,9 @@ func TestEstimateTokens(t *testing.T) {
 		{"", 0}, {"a", 1}, {"abcd", 1}, {"abcde", 2}, {strings.Repeat("x", 4000), 1000}, {"héllo", 2},
 	}
 	for _, tt := range tests {
-		if got := openai.EstimateTokens(tt.s); got != tt.want {
-			t.Errorf("EstimateTokens(%q) = %d, want %d", tt.s, got, tt.want)
+		r := openai.Request{Prompt: tt.s, PromptLen: len(tt.s)}
+		if got := r.PromptTokens(); got != tt.want {
+			t.Errorf("PromptTokens of %q = %d, want %d", tt.s, got, tt.want)
 		}
 	}
 }

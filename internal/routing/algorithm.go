@@ -137,6 +137,21 @@ type Learner interface {
 	Learn(rc *RoutingContext, chosen *cache.Pod) Receipt
 }
 
+// PromptReader is implemented by algorithms that may read the text of the prompt
+// (Request.Prompt); ReadsPrompt reports whether this one does. The data plane builds the
+// text only for routers that read it (see the function ReadsPrompt); PromptTokens is
+// always set.
+type PromptReader interface {
+	ReadsPrompt() bool
+}
+
+// ReadsPrompt reports whether x, an algorithm or a Router, reads the prompt's text: it
+// is a PromptReader that says so.
+func ReadsPrompt(x any) bool {
+	r, ok := x.(PromptReader)
+	return ok && r.ReadsPrompt()
+}
+
 // Receipt lets the engine's report on one routed request correct what a Learner learnt
 // from it, such as prefix blocks the index expected the engine to hold.
 type Receipt interface {
@@ -169,6 +184,9 @@ type highest struct {
 	scorer Scorer
 	rnd    Random
 }
+
+// ReadsPrompt reports whether the scorer reads the prompt's text.
+func (h highest) ReadsPrompt() bool { return ReadsPrompt(h.scorer) }
 
 func (h highest) Pick(rc *RoutingContext, cands []Candidate) (int, error) {
 	scores := make([]float64, len(cands))

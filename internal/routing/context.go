@@ -15,7 +15,8 @@ import (
 type Request struct {
 	// Model is the requested model or adapter name.
 	Model string
-	// Prompt is the flattened prompt text (chat messages joined in order).
+	// Prompt is the flattened prompt text (chat messages joined in order). The gateway
+	// leaves it empty for routers that do not read it (ReadsPrompt).
 	Prompt string
 	// PromptTokens is the estimated number of prompt tokens.
 	PromptTokens int64

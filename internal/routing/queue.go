@@ -201,6 +201,10 @@ type queueRouter struct {
 	opts QueueOptions
 }
 
+// ReadsPrompt reports whether the router's algorithm or its fallback reads the prompt's
+// text.
+func (q *queueRouter) ReadsPrompt() bool { return q.sel.readsPrompt() }
+
 func (q *queueRouter) Route(rc *RoutingContext) {
 	a := q.sel.opts.Admission
 	// A request without candidates has nothing to wait for.

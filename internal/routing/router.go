@@ -64,6 +64,11 @@ func newSelector(p Picker, opts Options) selector {
 	return selector{picker: p, pods: pods, learner: learner, opts: opts}
 }
 
+// readsPrompt reports whether the picker or the fallback reads the prompt's text.
+func (s selector) readsPrompt() bool {
+	return ReadsPrompt(s.picker) || ReadsPrompt(s.opts.Fallback)
+}
+
 // selectAndReserve picks an endpoint for rc and reserves it. The reservation succeeds
 // only if the endpoint's in-flight count is still the one the algorithm saw; otherwise
 // the algorithm decides again with fresh counts. A burst of concurrent decisions
@@ -168,6 +173,10 @@ func NewRouter(p Picker, opts Options) Router {
 }
 
 type syncRouter struct{ sel selector }
+
+// ReadsPrompt reports whether the router's algorithm or its fallback reads the prompt's
+// text.
+func (r syncRouter) ReadsPrompt() bool { return r.sel.readsPrompt() }
 
 func (r syncRouter) Route(rc *RoutingContext) {
 	t, err := r.sel.selectAndReserve(rc)

@@ -5,7 +5,7 @@
 // batch and queue.
 //
 // The prompt is cut into blocks of BlockSize tokens, each token approximated as 4 bytes
-// of prompt text (the rule of internal/enginesim and openai.EstimateTokens); only whole
+// of prompt text (the rule of internal/enginesim and openai.Request.PromptTokens); only whole
 // blocks count. Blocks are identified by chained xxhash hashes seeded with the model
 // name (BlockHashes), so equal hashes mean equal prefixes of the same model. An Index
 // remembers, per endpoint, a bounded LRU set of the block hashes routed to it (Learn).

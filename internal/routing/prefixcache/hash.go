@@ -3,7 +3,7 @@ package prefixcache
 import "github.com/cespare/xxhash/v2"
 
 // bytesPerToken is the number of prompt bytes counted as one token until a tokenizer is
-// configured; internal/enginesim and openai.EstimateTokens use the same rule.
+// configured; internal/enginesim and openai.Request.PromptTokens use the same rule.
 const bytesPerToken = 4
 
 // BlockHashes appends to dst the chained hashes of the whole blocks of prompt, a block

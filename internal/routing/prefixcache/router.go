@@ -119,6 +119,9 @@ func New(cfg Config, rnd routing.Random) *Router {
 	return &Router{cfg: cfg, rnd: rnd, index: NewIndex(cfg.MaxBlocksPerEndpoint, cfg.Budget)}
 }
 
+// ReadsPrompt reports that the router reads the prompt's text: it hashes it.
+func (r *Router) ReadsPrompt() bool { return true }
+
 // Score sets scores[i] to minus the time to first token, in seconds, predicted for the
 // request on cands[i], so that a weighted policy weighs the prediction. A candidate left
 // out by the load guard scores -Inf. Score never returns an error.

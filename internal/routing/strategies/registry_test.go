@@ -272,3 +272,78 @@ func TestPrefixBudgetSharedByRouters(t *testing.T) {
 		t.Errorf("the routers are accounted %d bytes, want some and at most the budget's %d", used, budgetBytes)
 	}
 }
+
+// TestRoutersSayWhetherTheyReadThePrompt checks routing.ReadsPrompt of the routers the
+// registry builds, and that a router that says it does not read the prompt's text
+// decides the same with and without it: the gateway leaves the text out for such
+// routers.
+func TestRoutersSayWhetherTheyReadThePrompt(t *testing.T) {
+	type routerCase struct {
+		name   string
+		spec   *v1alpha1.RoutingPolicySpec
+		limits strategies.Limits
+		want   bool
+	}
+	var cases []routerCase
+	for _, strategy := range allStrategies {
+		reads := strategy == v1alpha1.StrategyPrefixCache || strategy == v1alpha1.StrategyWeighted // its scorers include prefix-cache
+		cases = append(cases, routerCase{name: string(strategy), spec: specFor(strategy), want: reads})
+	}
+	prefixFallback := specFor(v1alpha1.StrategyLeastKVCache)
+	prefixFallback.Fallback = new(v1alpha1.StrategyPrefixCache)
+	withoutPrefix := specFor(v1alpha1.StrategyWeighted)
+	withoutPrefix.Scorers = withoutPrefix.Scorers[:1]
+	cases = append(cases,
+		routerCase{name: "prefix-cache fallback", spec: prefixFallback, want: true},
+		routerCase{name: "weighted without prefix-cache", spec: withoutPrefix},
+		routerCase{name: "queued prefix-cache", spec: specFor(v1alpha1.StrategyPrefixCache),
+			limits: strategies.Limits{MaxInFlight: 4, MaxQueued: 8}, want: true},
+		routerCase{name: "queued least-request", spec: specFor(v1alpha1.StrategyLeastRequest),
+			limits: strategies.Limits{MaxInFlight: 4, MaxQueued: 8}},
+	)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Two identical fleets and registries: one routes requests with their
+			// prompts' text, the other the same requests without it.
+			var chosen [2][]string
+			for run, withText := range []bool{true, false} {
+				fleet := routingtest.NewFleet("llama", 6)
+				for i := range 3 {
+					fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i) / 10, Running: float64(i),
+						TTFT: endpoint.Histogram{Count: 1, Sum: 0.1}, TPOT: endpoint.Histogram{Count: 1, Sum: 0.01}})
+				}
+				router, err := newRegistry(fleet).Router(tc.spec, "", tc.limits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := routing.ReadsPrompt(router); got != tc.want {
+					t.Fatalf("ReadsPrompt = %v, want %v", got, tc.want)
+				}
+				var held []*routing.Target
+				for i := range 40 {
+					req := routing.Request{PromptTokens: 50, Headers: map[string][]string{"X-Session-Id": {fmt.Sprint(i % 4)}}}
+					if withText {
+						req.Prompt = fmt.Sprintf("%0200d", i%5)
+					}
+					rc := fleet.Context(req)
+					router.Route(rc)
+					target, err := rc.TryResult()
+					if err != nil {
+						t.Fatalf("request %d: %v", i, err)
+					}
+					chosen[run] = append(chosen[run], target.Pod.Key.Name)
+					if held = append(held, target); len(held) == 3 { // some load stays on the fleet
+						held[0].Release(1)
+						held = held[1:]
+					}
+				}
+			}
+			if !tc.want && !slices.Equal(chosen[0], chosen[1]) {
+				t.Errorf("decisions with the prompt's text %v differ from those without %v", chosen[0], chosen[1])
+			}
+			if tc.want && slices.Equal(chosen[0], chosen[1]) && tc.spec.Strategy == v1alpha1.StrategyPrefixCache {
+				t.Errorf("prefix-cache decided the same with and without the prompt's text: %v", chosen[0])
+			}
+		})
+	}
+}

@@ -92,6 +92,11 @@ func New(terms []Term, rnd routing.Random) (*Router, error) {
 	return r, nil
 }
 
+// ReadsPrompt reports whether a term's scorer reads the prompt's text.
+func (r *Router) ReadsPrompt() bool {
+	return slices.ContainsFunc(r.terms, func(t Term) bool { return routing.ReadsPrompt(t.Scorer) })
+}
+
 // Score sets scores[i] to the weighted total of cands[i], between 0 and the sum of the
 // weights. It returns routing.ErrUndecided if every term is undecided, and the error of
 // a term that fails otherwise.
