@@ -270,11 +270,13 @@ func (p *fastParser) key() ([]byte, bool) {
 // string reads a string and writes its decoded contents to t, as encoding/json
 // decodes it into a Go string.
 func (p *fastParser) string(t *textBuf) bool {
-	inner, escaped, ok := p.quoted()
+	inner, decoded, ok := p.quoted()
 	switch {
 	case !ok:
 		return false
-	case !escaped:
+	case t.countOnly:
+		t.n += decoded
+	case decoded == len(inner): // no escapes
 		t.write(inner)
 	default:
 		t.writeUnquoted(inner)

@@ -164,19 +164,19 @@ func (s *scanner) atEnd() bool {
 	return s.pos == len(s.data)
 }
 
-// quoted reads a string and returns the text between its quotes, still escaped, and
-// whether it has escapes.
-func (s *scanner) quoted() (inner []byte, escaped, ok bool) {
+// quoted reads a string and returns the text between its quotes, still escaped, and the
+// length of its decoded text, which is shorter than inner when it has escapes.
+func (s *scanner) quoted() (inner []byte, decoded int, ok bool) {
 	if s.peekKind() != '"' || !s.token(true) {
-		return nil, false, s.fail()
+		return nil, 0, s.fail()
 	}
 	start := s.pos + 1
-	end, escaped, ok := scanString(s.data, start)
+	end, decoded, ok := scanString(s.data, start)
 	if !ok {
-		return nil, false, s.fail()
+		return nil, 0, s.fail()
 	}
 	s.pos = end + 1
-	return s.data[start:end], escaped, true
+	return s.data[start:end], decoded, true
 }
 
 // number reads a number and returns its text.
@@ -281,40 +281,41 @@ func scanNumber(data []byte, i int) (end int, ok bool) {
 }
 
 // scanString returns the index of the quote that ends the string whose text starts at
-// data[i], and whether the string has escapes. It fails on a string that does not end,
-// a control character, invalid UTF-8, an unknown escape and a surrogate escape that is
-// not half of a pair.
+// data[i], and the length of the string's text decoded, every escape shorter than what
+// it stands for. It fails on a string that does not end, a control character, invalid
+// UTF-8, an unknown escape and a surrogate escape that is not half of a pair.
 //
 // The end is where bytes.IndexByte finds a quote that no backslash escapes; the bytes
 // before it are checked a word at a time for backslashes, control characters and bytes
 // outside ASCII. A string with the latter is checked by utf8.Valid once, escapes
 // included: they are ASCII, which no UTF-8 sequence spans.
-func scanString(data []byte, i int) (end int, escaped, ok bool) {
+func scanString(data []byte, i int) (end, decoded int, ok bool) {
 	start := i
 	quote := -1 // the next quote at or after i, once found
 	ascii := true
+	shrink := 0 // how much shorter the escapes seen are decoded
 	for {
 		if quote < i {
 			q := bytes.IndexByte(data[i:], '"')
 			if q < 0 {
-				return 0, false, false
+				return 0, 0, false
 			}
 			quote = i + q
 		}
 		n, runASCII := plainPrefix(data[i:quote])
 		ascii = ascii && runASCII
 		if i += n; i == quote {
-			return quote, escaped, ascii || utf8.Valid(data[start:quote])
+			return quote, quote - start - shrink, ascii || utf8.Valid(data[start:quote])
 		}
 		if data[i] != '\\' { // a control character
-			return 0, false, false
+			return 0, 0, false
 		}
-		escaped = true
-		size := escapeSize(data[i:])
+		size, runeLen := escapeSize(data[i:])
 		if size == 0 {
-			return 0, false, false
+			return 0, 0, false
 		}
 		i += size
+		shrink += size - runeLen
 	}
 }
 
@@ -376,32 +377,32 @@ func special(w uint64) uint64 {
 
 // escapeSize returns the length of the escape at the start of b, a backslash and what
 // follows: 2, 6 for \uXXXX, 12 for a pair of surrogate escapes; 0 when it is not one
-// encoding/json decodes exactly.
-func escapeSize(b []byte) int {
+// encoding/json decodes exactly. decoded is the length of the UTF-8 it stands for.
+func escapeSize(b []byte) (size, decoded int) {
 	if len(b) < 2 {
-		return 0
+		return 0, 0
 	}
 	switch b[1] {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2
+		return 2, 1
 	case 'u':
 	default:
-		return 0
+		return 0, 0
 	}
 	r, ok := hexEscape(b)
 	switch {
 	case !ok:
-		return 0
+		return 0, 0
 	case !utf16.IsSurrogate(r):
-		return 6
+		return 6, utf8.RuneLen(r)
 	case r >= 0xdc00: // a low surrogate first
-		return 0
+		return 0, 0
 	}
 	low, ok := hexEscape(b[6:])
 	if !ok || low < 0xdc00 || low > 0xdfff {
-		return 0
+		return 0, 0
 	}
-	return 12
+	return 12, 4 // outside the Basic Multilingual Plane
 }
 
 // hexEscape decodes a \uXXXX escape at the start of b.
