@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -80,7 +79,7 @@ func parseFast(data []byte, text bool) (req Request, ok bool) {
 			ok = p.skip()
 		case field == seenModel && k == '"':
 			p.model.reset()
-			ok = p.string(&p.model)
+			ok = p.quoted(&p.model)
 			req.Model = string(p.model.b)
 		case field == seenStream && (k == 't' || k == 'f'):
 			req.Stream, ok = k == 't', p.skip()
@@ -168,6 +167,10 @@ func (t *textBuf) writeByte(c byte) {
 
 // writeRune appends the UTF-8 encoding of r.
 func (t *textBuf) writeRune(r rune) {
+	if r < utf8.RuneSelf {
+		t.writeByte(byte(r))
+		return
+	}
 	t.n += utf8.RuneLen(r)
 	if !t.countOnly {
 		t.b = utf8.AppendRune(t.b, r)
@@ -257,7 +260,7 @@ func (p *fastParser) release() {
 // may match to a field under Unicode case folding (ſ and K fold to s and k).
 func (p *fastParser) key() ([]byte, bool) {
 	p.keyText.reset()
-	if !p.string(&p.keyText) {
+	if !p.quoted(&p.keyText) {
 		return nil, false
 	}
 	for _, c := range p.keyText.b {
@@ -267,64 +270,6 @@ func (p *fastParser) key() ([]byte, bool) {
 	}
 	return p.keyText.b, true
 }
-// string reads a string and writes its decoded contents to t, as encoding/json
-// decodes it into a Go string.
-func (p *fastParser) string(t *textBuf) bool {
-	inner, decoded, ok := p.quoted()
-	switch {
-	case !ok:
-		return false
-	case t.countOnly:
-		t.n += decoded
-	case decoded == len(inner): // no escapes
-		t.write(inner)
-	default:
-		t.writeUnquoted(inner)
-	}
-	return true
-}
-
-// writeUnquoted writes the decoded contents of inner, the text between the quotes of a
-// string the scanner has validated (valid UTF-8, surrogate escapes in pairs), as
-// encoding/json decodes it. The runs between escapes are written whole rather than
-// byte by byte.
-func (t *textBuf) writeUnquoted(inner []byte) {
-	for {
-		i := bytes.IndexByte(inner, '\\')
-		if i < 0 {
-			t.write(inner)
-			return
-		}
-		t.write(inner[:i])
-		// The scanner validated the escape: a known character, or four hex digits and
-		// surrogates in pairs.
-		esc := inner[i:]
-		inner = esc[2:]
-		switch esc[1] {
-		case 'b':
-			t.writeByte('\b')
-		case 'f':
-			t.writeByte('\f')
-		case 'n':
-			t.writeByte('\n')
-		case 'r':
-			t.writeByte('\r')
-		case 't':
-			t.writeByte('\t')
-		case 'u':
-			r, _ := hexEscape(esc)
-			inner = esc[6:]
-			if utf16.IsSurrogate(r) { // \uD8xx\uDCxx
-				low, _ := hexEscape(inner)
-				r, inner = utf16.DecodeRune(r, low), inner[6:]
-			}
-			t.writeRune(r)
-		default: // '"', '\\' and '/' stand for themselves
-			t.writeByte(esc[1])
-		}
-	}
-}
-
 // messages flattens a non-empty array of messages onto out.
 func (p *fastParser) messages(out *textBuf) bool {
 	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
@@ -359,14 +304,14 @@ func (p *fastParser) message(out *textBuf) bool {
 			seenRole = true
 			if !seenContent {
 				n := out.n
-				if ok = p.string(out); !ok || out.n == n { // empty roles are errors
+				if ok = p.quoted(out); !ok || out.n == n { // empty roles are errors
 					return false
 				}
 				out.writeString(": ")
 				break
 			}
 			p.role.reset()
-			if ok = p.string(&p.role); !ok || p.role.n == 0 {
+			if ok = p.quoted(&p.role); !ok || p.role.n == 0 {
 				return false
 			}
 			p.role.writeString(": ")
@@ -396,7 +341,7 @@ func (p *fastParser) message(out *textBuf) bool {
 func (p *fastParser) content(out *textBuf) bool {
 	switch p.peekKind() {
 	case '"':
-		return p.string(out)
+		return p.quoted(out)
 	case 'n':
 		return p.skip()
 	case '[':
@@ -435,7 +380,7 @@ func (p *fastParser) contentPart(out *textBuf) bool {
 			switch p.peekKind() {
 			case '"':
 				p.partType.reset()
-				ok = p.string(&p.partType)
+				ok = p.quoted(&p.partType)
 				isText = string(p.partType.b) == "text"
 			case 'n':
 				ok = p.skip()
@@ -449,7 +394,7 @@ func (p *fastParser) contentPart(out *textBuf) bool {
 			seenText = true
 			switch p.peekKind() {
 			case '"':
-				ok = p.string(out)
+				ok = p.quoted(out)
 			case 'n':
 				ok = p.skip()
 			default:
@@ -471,13 +416,13 @@ func (p *fastParser) contentPart(out *textBuf) bool {
 // prompt writes a completion prompt: a string or a non-empty array of strings.
 func (p *fastParser) prompt(out *textBuf) bool {
 	if p.peekKind() == '"' {
-		return p.string(out)
+		return p.quoted(out)
 	}
 	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
 		return false
 	}
 	for p.peekKind() != ']' {
-		if !p.string(out) {
+		if !p.quoted(out) {
 			return false
 		}
 	}

@@ -164,19 +164,18 @@ func (s *scanner) atEnd() bool {
 	return s.pos == len(s.data)
 }
 
-// quoted reads a string and returns the text between its quotes, still escaped, and the
-// length of its decoded text, which is shorter than inner when it has escapes.
-func (s *scanner) quoted() (inner []byte, decoded int, ok bool) {
+// quoted reads a string and writes its text, decoded as encoding/json decodes it into a
+// Go string, to t, unless t is nil.
+func (s *scanner) quoted(t *textBuf) bool {
 	if s.peekKind() != '"' || !s.token(true) {
-		return nil, 0, s.fail()
+		return s.fail()
 	}
-	start := s.pos + 1
-	end, decoded, ok := scanString(s.data, start)
+	end, ok := scanString(s.data, s.pos+1, t)
 	if !ok {
-		return nil, 0, s.fail()
+		return s.fail()
 	}
 	s.pos = end + 1
-	return s.data[start:end], decoded, true
+	return true
 }
 
 // number reads a number and returns its text.
@@ -207,7 +206,7 @@ func (s *scanner) skip() bool {
 				return s.fail()
 			}
 		case '"':
-			if _, _, ok := s.quoted(); !ok {
+			if !s.quoted(nil) {
 				return false
 			}
 		case kindNumber:
@@ -281,41 +280,46 @@ func scanNumber(data []byte, i int) (end int, ok bool) {
 }
 
 // scanString returns the index of the quote that ends the string whose text starts at
-// data[i], and the length of the string's text decoded, every escape shorter than what
-// it stands for. It fails on a string that does not end, a control character, invalid
-// UTF-8, an unknown escape and a surrogate escape that is not half of a pair.
+// data[i], and writes the text, decoded, to t unless t is nil. It fails on a string that
+// does not end, a control character, invalid UTF-8, an unknown escape and a surrogate
+// escape that is not half of a pair; t then holds part of the text.
 //
 // The end is where bytes.IndexByte finds a quote that no backslash escapes; the bytes
 // before it are checked a word at a time for backslashes, control characters and bytes
-// outside ASCII. A string with the latter is checked by utf8.Valid once, escapes
-// included: they are ASCII, which no UTF-8 sequence spans.
-func scanString(data []byte, i int) (end, decoded int, ok bool) {
+// outside ASCII, and written to t a run between escapes at a time. A string with bytes
+// outside ASCII is checked by utf8.Valid once, escapes included: they are ASCII, which
+// no UTF-8 sequence spans.
+func scanString(data []byte, i int, t *textBuf) (end int, ok bool) {
 	start := i
 	quote := -1 // the next quote at or after i, once found
 	ascii := true
-	shrink := 0 // how much shorter the escapes seen are decoded
 	for {
 		if quote < i {
 			q := bytes.IndexByte(data[i:], '"')
 			if q < 0 {
-				return 0, 0, false
+				return 0, false
 			}
 			quote = i + q
 		}
 		n, runASCII := plainPrefix(data[i:quote])
 		ascii = ascii && runASCII
+		if t != nil {
+			t.write(data[i : i+n])
+		}
 		if i += n; i == quote {
-			return quote, quote - start - shrink, ascii || utf8.Valid(data[start:quote])
+			return quote, ascii || utf8.Valid(data[start:quote])
 		}
 		if data[i] != '\\' { // a control character
-			return 0, 0, false
+			return 0, false
 		}
-		size, runeLen := escapeSize(data[i:])
+		r, size := unescape(data[i:])
 		if size == 0 {
-			return 0, 0, false
+			return 0, false
+		}
+		if t != nil {
+			t.writeRune(r)
 		}
 		i += size
-		shrink += size - runeLen
 	}
 }
 
@@ -375,16 +379,27 @@ func special(w uint64) uint64 {
 	return ((w - 0x20*lowBits) | ((w ^ 0x5c*lowBits) - lowBits)) &^ w & highBits
 }
 
-// escapeSize returns the length of the escape at the start of b, a backslash and what
-// follows: 2, 6 for \uXXXX, 12 for a pair of surrogate escapes; 0 when it is not one
-// encoding/json decodes exactly. decoded is the length of the UTF-8 it stands for.
-func escapeSize(b []byte) (size, decoded int) {
+// unescape decodes the escape at the start of b, a backslash and what follows: it
+// returns the rune the escape stands for and the escape's length, 2, 6 for \uXXXX or 12
+// for a pair of surrogate escapes; size is 0 when it is not an escape encoding/json
+// decodes exactly.
+func unescape(b []byte) (r rune, size int) {
 	if len(b) < 2 {
 		return 0, 0
 	}
 	switch b[1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2, 1
+	case '"', '\\', '/':
+		return rune(b[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
 	case 'u':
 	default:
 		return 0, 0
@@ -394,7 +409,7 @@ func escapeSize(b []byte) (size, decoded int) {
 	case !ok:
 		return 0, 0
 	case !utf16.IsSurrogate(r):
-		return 6, utf8.RuneLen(r)
+		return r, 6
 	case r >= 0xdc00: // a low surrogate first
 		return 0, 0
 	}
@@ -402,7 +417,7 @@ func escapeSize(b []byte) (size, decoded int) {
 	if !ok || low < 0xdc00 || low > 0xdfff {
 		return 0, 0
 	}
-	return 12, 4 // outside the Basic Multilingual Plane
+	return utf16.DecodeRune(r, low), 12
 }
 
 // hexEscape decodes a \uXXXX escape at the start of b.
