@@ -63,9 +63,9 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 		return
 	}
 	x.body = body
-	// The router is known before the body is read, and the prompt's text is built only
-	// if it reads it. Its error is answered after the body's and the model's, as those
-	// are the request's own.
+	// The router does not depend on the body, so it is picked before the body is
+	// parsed, and the prompt's text is built only if it reads it. Its error is answered
+	// after the body's and the model's, as those are the request's own.
 	router, strategy, routerErr := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
 	mode := openai.PromptLength
 	if routing.ReadsPrompt(router) {
