@@ -106,18 +106,7 @@ func BenchmarkParseRequest(b *testing.B) {
 			mode openai.PromptMode
 		}{{"text", openai.PromptText}, {"length", openai.PromptLength}} {
 			b.Run(bc.name+"/"+mode.name, func(b *testing.B) {
-				body := bc.body(b)
-				req, err := openai.ParseRequestFor(openai.EndpointChatCompletions, body, mode.mode)
-				if err != nil || !req.Chat || req.PromptLen == 0 {
-					b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
-				}
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := openai.ParseRequestFor(openai.EndpointChatCompletions, body, mode.mode); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchParse(b, openai.EndpointChatCompletions, bc.body(b), mode.mode)
 			})
 		}
 	}
@@ -159,17 +148,22 @@ func BenchmarkParseRequestFor(b *testing.B) {
 		{"embeddings_batch_200KB", openai.EndpointEmbeddings, embeddings},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			body := bc.body(b)
-			if req, err := openai.ParseRequestFor(bc.ep, body, openai.PromptText); err != nil || req.Prompt == "" {
-				b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
-			}
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := openai.ParseRequestFor(bc.ep, body, openai.PromptText); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchParse(b, bc.ep, bc.body(b), openai.PromptText)
 		})
+	}
+}
+
+// benchParse measures ParseRequestFor(ep, body, mode), after checking that it measures
+// a prompt.
+func benchParse(b *testing.B, ep openai.Endpoint, body []byte, mode openai.PromptMode) {
+	if req, err := openai.ParseRequestFor(ep, body, mode); err != nil || req.PromptLen == 0 {
+		b.Fatalf("ParseRequestFor() = %+v, %v", req, err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := openai.ParseRequestFor(ep, body, mode); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
