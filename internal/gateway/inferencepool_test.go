@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -196,7 +198,9 @@ func TestInferencePoolRanks(t *testing.T) {
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyLeastKVCache}},
 		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: "sticky"},
 			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategySessionAffinity}},
-		pool("rr", "rr"), pool("kv", "kv"), pool("sticky", "sticky"), poolRoute("rr"), poolRoute("kv"),
+		&v1alpha1.RoutingPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pns, Name: "pc"},
+			Spec: v1alpha1.RoutingPolicySpec{Strategy: v1alpha1.StrategyPrefixCache}},
+		pool("rr", "rr"), pool("kv", "kv"), pool("sticky", "sticky"), pool("pc", "pc"), poolRoute("rr"), poolRoute("kv"),
 		testenv.EngineService(pns, "llama", map[string]string{"app": "ranks"}), svcRoute)
 	g, view := runGateway(t, c, gateway.Options{})
 	base := "http://" + listener
@@ -295,6 +299,33 @@ func TestInferencePoolRanks(t *testing.T) {
 		next.Reservation.Release()
 		if next.Endpoints[0] != p.Endpoints[1] {
 			t.Errorf("the session's next pick = %v, want %s first, which served the last (picked: %s)", next.Endpoints, p.Endpoints[1], p.Endpoints[0])
+		}
+	})
+
+	// The picker learns the pool's policy before it parses the body, and builds the
+	// prompt's text for prefix-cache, which reads it.
+	t.Run("as a prefix-cache pool's endpoint picker, a conversation stays on its rank", func(t *testing.T) {
+		picker := g.Picker(gateway.PickScope{Pool: &types.NamespacedName{Namespace: pns, Name: "pc"}})
+		pick := func(prompt string) string {
+			t.Helper()
+			body, err := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := picker.Pick(context.Background(), extproc.Request{
+				Headers: http.Header{":path": {"/v1/chat/completions"}, "Content-Type": {"application/json"}}, Body: body})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Reservation.Release()
+			return p.Endpoints[0]
+		}
+		for i := range 6 {
+			prompt := strings.Repeat(fmt.Sprintf("Conversation %d goes on at some length. ", i), 40)
+			first := pick(prompt)
+			if next := pick(prompt + "And a follow-up question."); next != first {
+				t.Errorf("conversation %d: picked %s, then %s for its next turn; want the same rank", i, first, next)
+			}
 		}
 	})
 

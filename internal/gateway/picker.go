@@ -75,10 +75,24 @@ func (g *Gateway) Picker(scope PickScope) *Picker { return &Picker{g: g, scope: 
 // routing algorithm learns the fallback as the request's endpoint (routing.Target.Served).
 func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, error) {
 	g := p.g
+	// The scope's policy, and with it the router, does not depend on the body, so the
+	// prompt's text is built only if the router reads it. Their errors are answered after
+	// the body's and the model's, as those are the request's own.
+	pool, policy, scopeErr := p.policy()
+	var (
+		router    routing.Router
+		strategy  v1alpha1.Strategy
+		routerErr error
+	)
+	if scopeErr == nil {
+		router, strategy, routerErr = g.router(policy, "")
+	}
+	mode := openai.PromptLength
+	if routing.ReadsPrompt(router) {
+		mode = openai.PromptText
+	}
 	path, _, _ := strings.Cut(req.Headers.Get(":path"), "?") // Envoy's pseudo-header
-	// The policy, and with it whether the router reads the prompt's text, is known only
-	// once the model is.
-	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body, openai.PromptText)
+	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body, mode)
 	if err != nil {
 		return extproc.Pick{}, err
 	}
@@ -86,10 +100,10 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	if !ok {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
-	cands, policy, err := p.candidates(model)
-	if err != nil {
-		return extproc.Pick{}, err
+	if scopeErr != nil {
+		return extproc.Pick{}, scopeErr
 	}
+	cands := p.candidates(model, pool)
 	if cands.Len() == 0 {
 		return extproc.Pick{}, errModelNotFound(r.Model)
 	}
@@ -99,9 +113,8 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 			return extproc.Pick{}, errNoEndpoint(r.Model)
 		}
 	}
-	router, strategy, err := g.router(policy, "")
-	if err != nil {
-		return extproc.Pick{}, errInternal("routing strategy: " + err.Error())
+	if routerErr != nil {
+		return extproc.Pick{}, errInternal("routing strategy: " + routerErr.Error())
 	}
 	target, err := g.route(ctx, req.Headers, r, model, router, strategy, cands)
 	if err != nil {
@@ -114,24 +127,32 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil
 }
 
-// candidates returns the endpoints of the scope that serve model and the RoutingPolicy
-// that routes them (nil: the gateway's default strategy). A pool's are its backend's
-// candidate set, as a route to the pool has them (computed once per version of the pods
-// and pools), with the pool's policy.
-func (p *Picker) candidates(model *cache.Model) (cache.PodSet, *v1alpha1.RoutingPolicy, error) {
+// policy returns the scope's pool, if it is one, and the RoutingPolicy that routes its
+// endpoints: the pool's, or nil (the gateway's default strategy) for a namespace.
+func (p *Picker) policy() (*routetable.Pool, *v1alpha1.RoutingPolicy, error) {
 	if p.scope.Pool == nil {
-		return model.PodSet().Filter(p.scope.contains), nil, nil
+		return nil, nil, nil
 	}
 	pool, ok := p.g.view.Pools.Get(*p.scope.Pool)
 	if !ok {
-		return cache.PodSet{}, nil, errUnavailable(fmt.Sprintf("InferencePool %s does not exist.", p.scope.Pool))
+		return nil, nil, errUnavailable(fmt.Sprintf("InferencePool %s does not exist.", p.scope.Pool))
 	}
 	policy, ok := p.g.view.Policies.Get(pool.Policy)
 	if !ok {
-		return cache.PodSet{}, nil, errInvalidBackend(fmt.Sprintf("RoutingPolicy %s of InferencePool %s does not exist.", pool.Policy, pool.Key))
+		return nil, nil, errInvalidBackend(fmt.Sprintf("RoutingPolicy %s of InferencePool %s does not exist.", pool.Policy, pool.Key))
 	}
-	_, cands := p.g.candidates(routetable.Backend{Service: routetable.PoolService(pool.Key), Port: pool.Port(), Pool: &pool}, model, nil)
-	return cands, policy, nil
+	return &pool, policy, nil
+}
+
+// candidates returns the endpoints of the scope that serve model: a pool's are its
+// backend's candidate set, as a route to the pool has them (computed once per version of
+// the pods and pools); a namespace's are the model's pods in it.
+func (p *Picker) candidates(model *cache.Model, pool *routetable.Pool) cache.PodSet {
+	if pool == nil {
+		return model.PodSet().Filter(p.scope.contains)
+	}
+	_, cands := p.g.candidates(routetable.Backend{Service: routetable.PoolService(pool.Key), Port: pool.Port(), Pool: pool}, model, nil)
+	return cands
 }
 
 // fallbacks returns up to MaxFallbacks endpoints of cands other than primary, fewest
