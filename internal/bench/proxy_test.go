@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,12 +64,46 @@ func TestRenderProxy(t *testing.T) {
 func TestCPUSecondsCountsTheWholeGroup(t *testing.T) {
 	// The shell only waits; the CPU is its child's, a bounded busy loop.
 	p, err := startProcess("burn", filepath.Join(t.TempDir(), "burn.log"), nil, "/bin/sh", "-c",
-		`sh -c 'i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done' & wait`)
+		`sh -c '`+busyLoop+`' & wait`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.stop()
-	cpu := func(p *process) float64 {
+	waitForCPU(t, p)
+	if s, err := (*process)(nil).cpuSeconds(); s != 0 || err != nil {
+		t.Errorf("a nil process used %.2f s of CPU, %v", s, err)
+	}
+}
+
+// TestCPUSecondsReadsCommandsWithParentheses runs the busy loop in a shell whose
+// command name holds ") " and spaces, which /proc/<pid>/stat shows inside the
+// parentheses of its second field.
+func TestCPUSecondsReadsCommandsWithParentheses(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "burn) 1 2")
+	if err := os.WriteFile(bin, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProcess("burn", filepath.Join(dir, "burn.log"), nil, bin, "-c", busyLoop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	waitForCPU(t, p)
+}
+
+// busyLoop is a shell loop that keeps a core busy for a bounded time.
+const busyLoop = `i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done`
+
+// waitForCPU waits until p's group has used 0.05 s of CPU, failing t if p exits or 20 s
+// pass first.
+func waitForCPU(t *testing.T, p *process) {
+	t.Helper()
+	cpu := func() float64 {
 		t.Helper()
 		s, err := p.cpuSeconds()
 		if err != nil {
@@ -76,12 +111,9 @@ func TestCPUSecondsCountsTheWholeGroup(t *testing.T) {
 		}
 		return s
 	}
-	for deadline := time.Now().Add(20 * time.Second); cpu(p) < 0.05; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); cpu() < 0.05; time.Sleep(10 * time.Millisecond) {
 		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("the group's CPU stayed at %.2f s", cpu(p))
+			t.Fatalf("the group's CPU stayed at %.2f s", cpu())
 		}
-	}
-	if cpu(nil) != 0 {
-		t.Error("a nil process used CPU")
 	}
 }

@@ -491,11 +491,12 @@ func (p *process) cpuSeconds() (float64, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// The fields after the command, which is in parentheses, start at the third:
-		// pgrp is the 5th, utime and stime the 14th and 15th.
-		_, rest, _ := bytes.Cut(stat, []byte(") "))
-		fields := strings.Fields(string(rest))
-		if len(fields) < 13 {
+		// The fields after the command, which is in parentheses (and may itself hold
+		// them: the last one closes it), start at the third: pgrp is the 5th, utime and
+		// stime the 14th and 15th.
+		end := bytes.LastIndexByte(stat, ')')
+		fields := strings.Fields(string(stat[end+1:]))
+		if end < 0 || len(fields) < 13 {
 			return 0, fmt.Errorf("CPU time of %s: malformed /proc stat %q", p.name, stat)
 		}
 		if fields[2] != pgrp {

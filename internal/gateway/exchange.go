@@ -67,11 +67,7 @@ func (x *exchange) serveInference(policy *v1alpha1.RoutingPolicy) {
 	// parsed, and the prompt's text is built only if it reads it. Its error is answered
 	// after the body's and the model's, as those are the request's own.
 	router, strategy, routerErr := x.g.router(policy, x.r.Header.Get(HeaderStrategy))
-	mode := openai.PromptLength
-	if routing.ReadsPrompt(router) {
-		mode = openai.PromptText
-	}
-	req, err := parseRequest(x.r.URL.Path, x.r.Header.Get("Content-Type"), body, mode)
+	req, err := parseRequest(x.r.URL.Path, x.r.Header.Get("Content-Type"), body, promptMode(router))
 	if err != nil {
 		x.o.fail(x.w, x.r, err)
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/outlier"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
+	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
 // DefaultRetryAttempts is the number of further endpoints tried after a connection
@@ -212,6 +213,15 @@ func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// promptMode returns how a body is parsed for router (nil: any): with the prompt's text
+// if the router reads it, otherwise only its length.
+func promptMode(router routing.Router) openai.PromptMode {
+	if routing.ReadsPrompt(router) {
+		return openai.PromptText
+	}
+	return openai.PromptLength
 }
 
 // parseRequest parses an OpenAI-compatible body sent to path, by the API the path names

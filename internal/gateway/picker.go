@@ -15,7 +15,6 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
-	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -87,12 +86,8 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	if scopeErr == nil {
 		router, strategy, routerErr = g.router(policy, "")
 	}
-	mode := openai.PromptLength
-	if routing.ReadsPrompt(router) {
-		mode = openai.PromptText
-	}
 	path, _, _ := strings.Cut(req.Headers.Get(":path"), "?") // Envoy's pseudo-header
-	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body, mode)
+	r, err := parseRequest(path, req.Headers.Get("Content-Type"), req.Body, promptMode(router))
 	if err != nil {
 		return extproc.Pick{}, err
 	}

@@ -149,14 +149,6 @@ func (t *textBuf) write(b []byte) {
 	}
 }
 
-// writeString appends s.
-func (t *textBuf) writeString(s string) {
-	t.n += len(s)
-	if !t.countOnly {
-		t.b = append(t.b, s...)
-	}
-}
-
 // writeByte appends c.
 func (t *textBuf) writeByte(c byte) {
 	t.n++
@@ -177,7 +169,7 @@ func (t *textBuf) writeRune(r rune) {
 	}
 }
 
-// insert writes b at offset at, before what was written since.
+// insert writes b at offset at, before what was written since (if anything).
 func (t *textBuf) insert(at int, b []byte) {
 	t.n += len(b)
 	if !t.countOnly {
@@ -225,8 +217,8 @@ func foldsToAny(key []byte, names []string) bool {
 // nor the buffers are allocated per body.
 type fastParser struct {
 	scanner
-	// keyText holds the last decoded object key, model the model, role the role of a
-	// message whose content came first, and partType the "type" of a content part.
+	// keyText holds the last decoded object key, model the model, role a message's role
+	// until it is inserted, and partType the "type" of a content part.
 	keyText, model, role, partType textBuf
 }
 
@@ -270,6 +262,7 @@ func (p *fastParser) key() ([]byte, bool) {
 	}
 	return p.keyText.b, true
 }
+
 // messages flattens a non-empty array of messages onto out.
 func (p *fastParser) messages(out *textBuf) bool {
 	if !p.begin('[') || p.peekKind() == ']' { // empty: an error
@@ -283,8 +276,8 @@ func (p *fastParser) messages(out *textBuf) bool {
 	return p.end()
 }
 
-// message writes role + ": " + text + "\n" for a message object. A content that comes
-// before the role is written first, and the role then inserted before it.
+// message writes role + ": " + text + "\n" for a message object. The role is inserted
+// at the message's start, so that a content that comes before it is written first.
 func (p *fastParser) message(out *textBuf) bool {
 	if !p.begin('{') {
 		return false
@@ -302,20 +295,12 @@ func (p *fastParser) message(out *textBuf) bool {
 				return false
 			}
 			seenRole = true
-			if !seenContent {
-				n := out.n
-				if ok = p.quoted(out); !ok || out.n == n { // empty roles are errors
-					return false
-				}
-				out.writeString(": ")
-				break
-			}
 			p.role.reset()
-			if ok = p.quoted(&p.role); !ok || p.role.n == 0 {
+			if ok = p.quoted(&p.role); !ok || p.role.n == 0 { // empty roles are errors
 				return false
 			}
-			p.role.writeString(": ")
-			out.insert(start, p.role.b)
+			p.role.write([]byte(": "))
+			out.insert(start, p.role.b) // at the end, unless the content came first
 		case "content":
 			if seenContent {
 				return false
