@@ -18,8 +18,8 @@ import (
 //
 // It exists for speed: jsontext checks a string byte by byte, which made the scan of a
 // long prompt the largest part of what the gateway spent on a request with a long body. The
-// scanner finds a string's end with bytes.IndexByte and checks the bytes before it a
-// machine word at a time.
+// scanner finds a string's end with bytes.IndexByte and checks the bytes before it 32
+// at a time with AVX2 where the CPU has it, else a machine word at a time.
 type scanner struct {
 	data []byte
 	pos  int
@@ -329,11 +329,9 @@ const (
 	highBits = 0x8080808080808080
 )
 
-// plainPrefix returns the length of the longest prefix of b without backslashes or
-// control characters, and ascii, which is true only if that prefix is all ASCII (it may
-// be false when only bytes after the prefix are not). It reads b a word at a time, the
-// last word overlapping the one before, and only a b shorter than a word byte by byte.
-func plainPrefix(b []byte) (n int, ascii bool) {
+// plainPrefixWords is plainPrefix a machine word at a time, the last word overlapping
+// the one before, and only a b shorter than a word byte by byte.
+func plainPrefixWords(b []byte) (n int, ascii bool) {
 	if len(b) < 8 {
 		return plainPrefixBytes(b)
 	}
@@ -359,7 +357,8 @@ func plainPrefix(b []byte) (n int, ascii bool) {
 	return len(b), high&highBits == 0
 }
 
-// plainPrefixBytes is plainPrefix byte by byte, for runs shorter than a word.
+// plainPrefixBytes is plainPrefix byte by byte, for runs shorter than a word, and the
+// definition the faster versions are tested against.
 func plainPrefixBytes(b []byte) (n int, ascii bool) {
 	ascii = true
 	for ; n < len(b); n++ {

@@ -88,24 +88,31 @@ func TestParseFastDecodesStringsAtEveryOffset(t *testing.T) {
 	}
 }
 
-// TestPlainPrefixMatchesByteByByte checks the word-at-a-time plainPrefix against the
-// byte-by-byte definition on random runs of the bytes that matter.
+// TestPlainPrefixMatchesByteByByte checks plainPrefix (32 bytes at a time where the CPU
+// can) and plainPrefixWords against the byte-by-byte definition, on random runs of the
+// bytes that matter at every length up to 300 and with the first special byte anywhere.
 func TestPlainPrefixMatchesByteByByte(t *testing.T) {
 	alphabet := []byte{'a', ' ', '\\', '"', 0x00, 0x1f, 0x20, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xa0, 0xdc, 0xff}
 	rnd := rand.New(rand.NewPCG(1, 2))
-	for range 20000 {
-		b := make([]byte, 8+rnd.IntN(40)) // shorter runs are read by plainPrefixBytes itself
+	for range 50000 {
+		b := make([]byte, rnd.IntN(300))
+		odds := 1 + rnd.IntN(len(b)+1) // one byte in odds is drawn from the alphabet
+		ascii := true
 		for i := range b {
-			if rnd.IntN(4) == 0 {
+			b[i] = 'a'
+			if rnd.IntN(odds) == 0 {
 				b[i] = alphabet[rnd.IntN(len(alphabet))]
-			} else {
-				b[i] = 'a'
 			}
+			ascii = ascii && b[i] < 0x80
 		}
-		n, ascii := plainPrefix(b)
 		wantN, wantASCII := plainPrefixBytes(b)
-		if n != wantN || (ascii && !wantASCII) {
-			t.Fatalf("plainPrefix(%q) = %d, %v; want %d, %v", b, n, ascii, wantN, wantASCII)
+		for name, plain := range map[string]func([]byte) (int, bool){"plainPrefix": plainPrefix, "plainPrefixWords": plainPrefixWords} {
+			n, gotASCII := plain(b)
+			// ascii may be false for bytes after the prefix, never true for a prefix
+			// that is not ASCII, and is true for a run that is all ASCII.
+			if n != wantN || (gotASCII && !wantASCII) || (ascii && !gotASCII) {
+				t.Fatalf("%s(%q) = %d, %v; want %d, %v", name, b, n, gotASCII, wantN, wantASCII)
+			}
 		}
 	}
 }
