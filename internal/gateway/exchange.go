@@ -428,9 +428,9 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	return out.WithContext(ctx) // out itself stays on the stack
 }
 
-// replayableBody reads a request body held in memory (as a bytes.Reader, which writes
-// itself to a connection in one write), and replays it from its start for a request
-// sent again (http.Request.GetBody).
+// replayableBody reads a request body held in memory, and replays it from its start
+// for a request sent again (http.Request.GetBody). The upstream client takes its bytes
+// to write them with the request's head.
 type replayableBody struct {
 	bytes.Reader
 	body []byte
@@ -445,6 +445,13 @@ func newReplayableBody(body []byte) *replayableBody {
 
 // Close does nothing: the body is memory.
 func (b *replayableBody) Close() error { return nil }
+
+// take returns the bytes not read yet, as read.
+func (b *replayableBody) take() []byte {
+	rest := b.body[len(b.body)-b.Len():]
+	b.Reset(nil)
+	return rest
+}
 
 // replay returns a reader of the whole body.
 func (b *replayableBody) replay() (io.ReadCloser, error) { return newReplayableBody(b.body), nil }

@@ -63,6 +63,10 @@ type upstreamConn struct {
 	br     *bufio.Reader
 	// head is the buffer request heads (and small bodies) are written from.
 	head []byte
+	// bufs and iov write a head and a large body in memory in one system call; kept
+	// here so that the write allocates nothing.
+	bufs [2][]byte
+	iov  net.Buffers
 	// idleSince is when the connection last went idle.
 	idleSince time.Time
 	// reused is whether the connection carried a round trip before.
@@ -306,7 +310,7 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 const smallBodyBytes = 16 << 10
 
 // writeRequest writes req's head and body: a small body in one write with the head, a
-// larger one straight from its bytes after it.
+// larger one held in memory in one writev with it, and a larger stream after it.
 func (pc *upstreamConn) writeRequest(req *http.Request) error {
 	head, err := appendRequestHead(pc.head[:0], req)
 	if err != nil {
@@ -325,13 +329,25 @@ func (pc *upstreamConn) writeRequest(req *http.Request) error {
 		body = nil
 	}
 	pc.head = head
+	if rb, ok := body.(*replayableBody); ok {
+		rest := rb.take()
+		if int64(len(rest)) != req.ContentLength {
+			return fmt.Errorf("request body has %d bytes, not the %d declared", len(rest), req.ContentLength)
+		}
+		// One writev for both: the engine wakes once, to the whole request.
+		pc.bufs[0], pc.bufs[1] = head, rest
+		pc.iov = pc.bufs[:]
+		_, err := pc.iov.WriteTo(pc.conn)
+		pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
+		return err
+	}
 	if _, err := pc.conn.Write(head); err != nil {
 		return err
 	}
 	if body == nil {
 		return nil
 	}
-	n, err := io.Copy(pc.conn, body) // a bytes.Reader writes itself in one write
+	n, err := io.Copy(pc.conn, body)
 	if err == nil && n != req.ContentLength {
 		err = fmt.Errorf("request body has %d bytes, not the %d declared", n, req.ContentLength)
 	}
