@@ -306,52 +306,60 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// smallBodyBytes is the largest body written with the request head in one write.
+// smallBodyBytes is the largest streamed body written with the request head in one
+// write.
 const smallBodyBytes = 16 << 10
 
-// writeRequest writes req's head and body: a small body in one write with the head, a
-// larger one held in memory in one writev with it, and a larger stream after it.
+// writeRequest writes req's head and body: a body held in memory in one writev with the
+// head, so that the engine wakes once, to the whole request; a small streamed body read
+// into the head's write; a larger one streamed after it.
 func (pc *upstreamConn) writeRequest(req *http.Request) error {
 	head, err := appendRequestHead(pc.head[:0], req)
 	if err != nil {
 		return err
 	}
+	pc.head = head
 	var body io.Reader
 	if req.Body != nil && req.Body != http.NoBody {
 		body = req.Body
 	}
-	if body != nil && req.ContentLength <= smallBodyBytes {
-		n := len(head)
-		head = append(head, make([]byte, req.ContentLength)...)
-		if _, err := io.ReadFull(body, head[n:]); err != nil {
-			return fmt.Errorf("read request body: %w", err)
-		}
-		body = nil
-	}
-	pc.head = head
-	if rb, ok := body.(*replayableBody); ok {
+	switch rb, inMemory := body.(*replayableBody); {
+	case inMemory:
 		rest := rb.take()
-		if int64(len(rest)) != req.ContentLength {
-			return fmt.Errorf("request body has %d bytes, not the %d declared", len(rest), req.ContentLength)
+		if err := checkBodyLength(int64(len(rest)), req.ContentLength); err != nil {
+			return err
 		}
-		// One writev for both: the engine wakes once, to the whole request.
 		pc.bufs[0], pc.bufs[1] = head, rest
 		pc.iov = pc.bufs[:]
 		_, err := pc.iov.WriteTo(pc.conn)
 		pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
 		return err
-	}
-	if _, err := pc.conn.Write(head); err != nil {
+	case body != nil && req.ContentLength <= smallBodyBytes:
+		n := len(head)
+		head = append(head, make([]byte, req.ContentLength)...)
+		if _, err := io.ReadFull(body, head[n:]); err != nil {
+			return fmt.Errorf("read request body: %w", err)
+		}
+		pc.head = head
+		_, err := pc.conn.Write(head)
 		return err
 	}
-	if body == nil {
-		return nil
+	if _, err := pc.conn.Write(head); err != nil || body == nil {
+		return err
 	}
 	n, err := io.Copy(pc.conn, body)
-	if err == nil && n != req.ContentLength {
-		err = fmt.Errorf("request body has %d bytes, not the %d declared", n, req.ContentLength)
+	if err != nil {
+		return err
 	}
-	return err
+	return checkBodyLength(n, req.ContentLength)
+}
+
+// checkBodyLength fails a request body of n bytes whose request declared another length.
+func checkBodyLength(n, declared int64) error {
+	if n != declared {
+		return fmt.Errorf("request body has %d bytes, not the %d declared", n, declared)
+	}
+	return nil
 }
 
 // requestHeadExcluded are the header fields appendRequestHead writes itself or not at
