@@ -353,12 +353,14 @@ func TestRenderHeadline(t *testing.T) {
 		"Seeds 1, 2, 3.",
 		"| rate | strategy | TTFT mean | vs LR | vs rand | p99 TTFT | vs LR | vs rand |",
 		// 10/25 and 10/50 at 10 req/s; 30/75 and 30/150 at 30 req/s, from the medians.
-		"| 10 | prefix-cache | **10 (9–12)** | 0.40× | 0.20× | **40 (36–48)** | 0.40× | 0.20× |",
-		"| 30 | prefix-cache | **30 (27–36)** | 0.40× | 0.20× |",
-		"| 10 | least-request | 25 (20–30) | 1.00× | 0.50× |",
-		"| 10 | random | 50 (40–60) | 2.00× | 1.00× |",
+		// Each ratio of medians is followed by the range of the per-seed ratios:
+		// prefix-cache's 12, 9, 10 against least-request's 20, 25, 30 and random's 40, 60, 50.
+		"| 10 | prefix-cache | **10 (9–12)** | 0.40× (0.33–0.60) | 0.20× (0.15–0.30) | **40 (36–48)** | 0.40× (0.33–0.60) | 0.20× (0.15–0.30) |",
+		"| 30 | prefix-cache | **30 (27–36)** | 0.40× (0.33–0.60) | 0.20× (0.15–0.30) |",
+		"| 10 | least-request | 25 (20–30) | 1.00× | 0.50× (0.42–0.60) |",
+		"| 10 | random | 50 (40–60) | 2.00× (1.67–2.40) | 1.00× |",
 		// The lower bound, below the strategies, never bold.
-		"| 10 | _lower bound_ | 5 (4–6) | 0.20× | 0.10× | 20 (16–24) | 0.20× | 0.10× |",
+		"| 10 | _lower bound_ | 5 (4–6) | 0.20× (0.16–0.25) | 0.10× (0.07–0.12) | 20 (16–24) | 0.20× (0.16–0.25) | 0.10× (0.07–0.12) |",
 		// fast-fail: failed share median and max over the seeds, and the retry budget.
 		"| rate | strategy | failed % (median) | failed % (max) | max retries | TTFT mean |",
 		"| 10 | random | 20.0% | 30.0% | 2 | 100 |",
@@ -417,6 +419,28 @@ func TestLowerBound(t *testing.T) {
 	}
 }
 
+func TestSeedRatiosPairRunsOfOneSeed(t *testing.T) {
+	res := &Results{Points: []PointResult{
+		point("w", "a", 10, 1, 10), point("w", "a", 10, 2, 20), point("w", "a", 10, 3, 30),
+		point("w", "a", 10, 4, 40).failing(10), // nothing completed: no ratio
+		point("w", "a", 30, 1, 1000),           // another rate
+		// The reference in another order, without seed 2.
+		point("w", "ref", 10, 4, 40), point("w", "ref", 10, 3, 15), point("w", "ref", 10, 1, 20),
+	}}
+	mean := func(s Summary) float64 { return s.Mean }
+	// Seed 1: 10/20; seed 3: 30/15.
+	if got, want := seedRatios(res, "w", "a", "ref", 10, mean), (Stat{Median: 1.25, Min: 0.5, Max: 2, N: 2}); got != want {
+		t.Errorf("seedRatios = %+v, want %+v", got, want)
+	}
+	res.Bounds = []Bound{{Workload: "w", Rate: 10, Seed: 3, TTFT: Summary{Count: 5, Mean: 3}}, {Workload: "w", Rate: 10, Seed: 1, TTFT: Summary{Count: 5, Mean: 5}}}
+	if got, want := seedRatios(res, "w", boundStrategy, "ref", 10, mean), (Stat{Median: 0.225, Min: 0.2, Max: 0.25, N: 2}); got != want {
+		t.Errorf("the lower bound's seedRatios = %+v, want %+v", got, want)
+	}
+	if got := ratioCell(1.25, Stat{Median: 1, Min: 1.004, Max: 0.996, N: 2}); got != "1.25×" {
+		t.Errorf("ratioCell shows a range that rounds to one value: %q", got)
+	}
+}
+
 func TestRenderHeadlineWithoutReferences(t *testing.T) {
 	without := func(drop string) *Results {
 		res := headlineResults()
@@ -437,11 +461,11 @@ func TestRenderHeadlineWithoutReferences(t *testing.T) {
 	if strings.Contains(noLR, "vs LR") || !strings.Contains(noLR, "| rate | strategy | TTFT mean | vs rand | p99 TTFT | vs rand |") {
 		t.Errorf("without least-request the headline must drop its columns and keep random's:\n%s", noLR)
 	}
-	if !strings.Contains(noLR, "| 10 | prefix-cache | **10 (9–12)** | 0.20× | **40 (36–48)** | 0.20× |") {
+	if !strings.Contains(noLR, "| 10 | prefix-cache | **10 (9–12)** | 0.20× (0.15–0.30) | **40 (36–48)** | 0.20× (0.15–0.30) |") {
 		t.Errorf("without least-request, prefix-cache's row is wrong:\n%s", noLR)
 	}
 	noRand := headline(without("random"))
-	if strings.Contains(noRand, "vs rand") || !strings.Contains(noRand, "| 10 | prefix-cache | **10 (9–12)** | 0.40× | **40 (36–48)** | 0.40× |") {
+	if strings.Contains(noRand, "vs rand") || !strings.Contains(noRand, "| 10 | prefix-cache | **10 (9–12)** | 0.40× (0.33–0.60) | **40 (36–48)** | 0.40× (0.33–0.60) |") {
 		t.Errorf("without random the headline must drop its columns:\n%s", noRand)
 	}
 	res := without("random")

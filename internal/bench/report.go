@@ -164,7 +164,7 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 			for _, r := range refs {
 				names = append(names, fmt.Sprintf("%s's (vs %s)", r.strategy, r.short))
 			}
-			w(", and its ratio to %s median at the same rate, from this run: below 1× is faster", strings.Join(names, " and "))
+			w(", and its ratio to %s median at the same rate, from this run: below 1× is faster. In parentheses after a ratio, the range of the per-seed ratios: each seed's run of the strategy against the same seed's run of the reference, which had the same arrivals and requests", strings.Join(names, " and "))
 		}
 		w(".")
 		if len(res.Bounds) > 0 {
@@ -224,6 +224,7 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 				row = append(row, b)
 			}
 			for i, a := range row {
+				strategy := a.Strategy
 				if i == strategies { // the lower bound: no strategy's to bold
 					bestMean, bestP99 = math.NaN(), math.NaN()
 					a.Strategy = "_" + a.Strategy + "_"
@@ -240,9 +241,13 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 					}
 				}
 				for _, stat := range []struct {
-					get  func(Aggregate) Stat
-					best float64
-				}{{func(a Aggregate) Stat { return a.TTFTMean }, bestMean}, {func(a Aggregate) Stat { return a.TTFTP99 }, bestP99}} {
+					get   func(Aggregate) Stat
+					ofRun func(Summary) float64
+					best  float64
+				}{
+					{func(a Aggregate) Stat { return a.TTFTMean }, func(s Summary) float64 { return s.Mean }, bestMean},
+					{func(a Aggregate) Stat { return a.TTFTP99 }, func(s Summary) float64 { return s.P99 }, bestP99},
+				} {
 					v := stat.get(a)
 					cell := rangeCell(v, "%.0f")
 					if v.N > 0 && v.Median == stat.best {
@@ -256,7 +261,7 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 							w(" – |")
 							continue
 						}
-						w(" %.2f× |", q)
+						w(" %s |", ratioCell(q, seedRatios(res, wl.Name, strategy, r.strategy, rate, stat.ofRun)))
 					}
 				}
 				w("\n")
@@ -267,6 +272,48 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 	if len(gatewayLines) > 0 {
 		w("%s\n\n", strings.Join(gatewayLines, "\n"))
 	}
+}
+
+// ratioCell renders a ratio of medians q with the range of the per-seed ratios, where two
+// or more seeds give one and the range shows.
+func ratioCell(q float64, perSeed Stat) string {
+	cell := fmt.Sprintf("%.2f×", q)
+	if lo, hi := fmt.Sprintf("%.2f", perSeed.Min), fmt.Sprintf("%.2f", perSeed.Max); perSeed.N > 1 && lo != hi {
+		cell += " (" + lo + "–" + hi + ")"
+	}
+	return cell
+}
+
+// seedRatios returns, over the seeds both were run with, the ratios of strategy's TTFT
+// statistic of (a run's Summary) to ref's at the same workload, rate and seed: a seed's runs
+// of two strategies share their arrivals and requests, so each ratio is measured side by
+// side. The lower bound's per-seed values count as a strategy's.
+func seedRatios(res *Results, workload, strategy, ref string, rate float64, of func(Summary) float64) Stat {
+	values := func(strategy string) map[uint64]float64 {
+		out := map[uint64]float64{}
+		if strategy == boundStrategy {
+			for _, b := range res.Bounds {
+				if b.Workload == workload && b.Rate == rate && b.TTFT.Count > 0 {
+					out[b.Seed] = of(b.TTFT)
+				}
+			}
+			return out
+		}
+		for _, p := range res.Points {
+			if p.Workload == workload && p.Strategy == strategy && p.Rate == rate && p.Completed > 0 {
+				out[p.Seed] = of(p.TTFT)
+			}
+		}
+		return out
+	}
+	mine, refs := values(strategy), values(ref)
+	var ratios []float64
+	for seed, v := range mine {
+		if r, ok := refs[seed]; ok && r > 0 {
+			ratios = append(ratios, v/r)
+		}
+	}
+	return NewStat(ratios)
 }
 
 // lowestMedian is the lowest median of f over the aggregates that have a value; NaN when
