@@ -57,7 +57,7 @@ func main() {
 	flag.StringVar(&cfg.GatewayPprof, "gateway-pprof", "", "Address where the gateway serves pprof, to profile a run; empty: none.")
 	flag.BoolVar(&cfg.SkipGoBench, "skip-go-bench", false, "Skip the gateway-overhead and concurrency go test benchmarks.")
 	flag.StringVar(&cfg.GatewayBenchtime, "gateway-benchtime", "1000x", "-benchtime of BenchmarkGatewayOverhead.")
-	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkRoute/.*/endpoints=1000$", "-bench pattern of the concurrency micro-benchmarks.")
+	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkRoute/.*/endpoints=(1000|10000)$", "-bench pattern of the concurrency micro-benchmarks.")
 	flag.StringVar(&cfg.MicroBenchtime, "micro-benchtime", "200ms", "-benchtime of the concurrency micro-benchmarks.")
 	render := flag.String("render", "", "Only re-render the report and plots from this benchmarks.json into -out; run nothing.")
 	floorAddr := flag.String("serve-floor-proxy", "", "Only serve the proxy section's go-net-http proxy on this address, to -floor-proxy-engine; run nothing else.")

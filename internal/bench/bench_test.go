@@ -662,6 +662,8 @@ func TestWriteReport(t *testing.T) {
 		{Name: "BenchmarkListEndpoints/rwmutex/parallel_churn", Metrics: map[string]float64{"ns/op": 300}},
 		{Name: "BenchmarkRoute/random/endpoints=1000", Metrics: map[string]float64{"ns/op": 400}},
 		{Name: "BenchmarkRoute/random/endpoints=1000/parallel", Metrics: map[string]float64{"ns/op": 200}},
+		{Name: "BenchmarkRoute/random/endpoints=10000", Metrics: map[string]float64{"ns/op": 600}},
+		{Name: "BenchmarkRoute/random/endpoints=10000/parallel", Metrics: map[string]float64{"ns/op": 400}},
 	}
 	dir := t.TempDir()
 	if err := WriteReport(res, dir); err != nil {
@@ -687,7 +689,9 @@ func TestWriteReport(t *testing.T) {
 		"| snapshot | 100 | 50 | 0 |",
 		"| strategy | rate | **failed %** | failed/sent | TTFT mean |",
 		"| random | 10 | **5.0%** | 1/20 | 10 |", "| prefix-cache | 30 | **20.0%** | 4/20 | 30 |",
-		"**6.0× faster**", "| random/endpoints=1000 | 400 | 200 | 2.00× |",
+		"**6.0× faster**", "| random/endpoints=1000 | 400 | 200 | 2.00× | – | 0 |",
+		// At 10,000 endpoints, the serial time as a multiple of 1,000's.
+		"| random/endpoints=10000 | 600 | 400 | 1.50× | 1.50× | 0 |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("benchmarks.md lacks %q", want)

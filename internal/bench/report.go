@@ -544,16 +544,23 @@ func renderMicro(w writef, bs []GoBenchmark) {
 	}
 	if len(routes) > 0 {
 		w("`BenchmarkRoute` (internal/routing/strategies): one whole decision (candidates, algorithm, reservation and release) ")
-		w("per strategy, serially and from parallel goroutines (ns/op of a parallel benchmark is wall time per decision over all goroutines).\n\n")
-		w("| benchmark | serial ns/op | parallel ns/op | parallel speed-up | allocs/op |\n|---|--:|--:|--:|--:|\n")
+		w("per strategy, serially and from parallel goroutines (ns/op of a parallel benchmark is wall time per decision over all goroutines), ")
+		w("and at other fleet sizes the serial time as a multiple of the same strategy's at 1,000 endpoints.\n\n")
+		w("| benchmark | serial ns/op | parallel ns/op | parallel speed-up | serial vs 1,000 endpoints | allocs/op |\n|---|--:|--:|--:|--:|--:|\n")
 		for _, name := range routes {
 			s, _ := get(name)
 			p, ok := get(name + "/parallel")
 			if !ok {
 				continue
 			}
-			w("| %s | %.0f | %.0f | %.2f× | %.0f |\n", strings.TrimPrefix(name, "BenchmarkRoute/"), s.Metrics["ns/op"], p.Metrics["ns/op"],
-				s.Metrics["ns/op"]/p.Metrics["ns/op"], s.Metrics["allocs/op"])
+			scale := "–"
+			if strategy, size, ok := strings.Cut(name, "/endpoints="); ok && size != "1000" {
+				if ref, ok := get(strategy + "/endpoints=1000"); ok && ref.Metrics["ns/op"] > 0 {
+					scale = fmt.Sprintf("%.2f×", s.Metrics["ns/op"]/ref.Metrics["ns/op"])
+				}
+			}
+			w("| %s | %.0f | %.0f | %.2f× | %s | %.0f |\n", strings.TrimPrefix(name, "BenchmarkRoute/"), s.Metrics["ns/op"], p.Metrics["ns/op"],
+				s.Metrics["ns/op"]/p.Metrics["ns/op"], scale, s.Metrics["allocs/op"])
 		}
 		w("\n")
 	}
