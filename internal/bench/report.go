@@ -277,11 +277,7 @@ func renderHeadline(w writef, res *Results, aggs []Aggregate) {
 // ratioCell renders a ratio of medians q with the range of the per-seed ratios, where two
 // or more seeds give one and the range shows.
 func ratioCell(q float64, perSeed Stat) string {
-	cell := fmt.Sprintf("%.2f×", q)
-	if lo, hi := fmt.Sprintf("%.2f", perSeed.Min), fmt.Sprintf("%.2f", perSeed.Max); perSeed.N > 1 && lo != hi {
-		cell += " (" + lo + "–" + hi + ")"
-	}
-	return cell
+	return fmt.Sprintf("%.2f×", q) + rangeSuffix(perSeed, "%.2f")
 }
 
 // seedRatios returns, over the seeds both were run with, the ratios of strategy's TTFT
@@ -391,11 +387,16 @@ func rangeCell(s Stat, format string) string {
 	if s.N == 0 {
 		return "–"
 	}
-	cell := fmt.Sprintf(format, s.Median)
+	return fmt.Sprintf(format, s.Median) + rangeSuffix(s, format)
+}
+
+// rangeSuffix renders " (min–max)" of s in format, or nothing when s has fewer than two values
+// or they render alike.
+func rangeSuffix(s Stat, format string) string {
 	if lo, hi := fmt.Sprintf(format, s.Min), fmt.Sprintf(format, s.Max); s.N > 1 && lo != hi {
-		cell += " (" + lo + "–" + hi + ")"
+		return " (" + lo + "–" + hi + ")"
 	}
-	return cell
+	return ""
 }
 
 // medianCell renders the median alone.
