@@ -436,7 +436,7 @@ func TestSeedRatiosPairRunsOfOneSeed(t *testing.T) {
 	if got, want := seedRatios(res, "w", boundStrategy, "ref", 10, mean), (Stat{Median: 0.225, Min: 0.2, Max: 0.25, N: 2}); got != want {
 		t.Errorf("the lower bound's seedRatios = %+v, want %+v", got, want)
 	}
-	if got := ratioCell(1.25, Stat{Median: 1, Min: 1.004, Max: 0.996, N: 2}); got != "1.25×" {
+	if got := ratioCell(1.25, Stat{Median: 1, Min: 0.996, Max: 1.004, N: 2}); got != "1.25×" {
 		t.Errorf("ratioCell shows a range that rounds to one value: %q", got)
 	}
 }

@@ -61,9 +61,9 @@ type upstreamConn struct {
 	addr   string
 	conn   net.Conn
 	br     *bufio.Reader
-	// head is the buffer request heads (and small bodies) are written from.
+	// head is the buffer request heads are written from.
 	head []byte
-	// bufs and iov write a head and a large body in memory in one system call; kept
+	// bufs and iov write a head and its body in one system call; kept
 	// here so that the write allocates nothing.
 	bufs [2][]byte
 	iov  net.Buffers
@@ -122,11 +122,15 @@ func (pc *upstreamConn) disarm() (fired bool) {
 // be sent again on a new connection.
 var errStaleConn = errors.New("write on a reused upstream connection")
 
-// RoundTrip sends req, whose body is nil, http.NoBody or replayable (GetBody), and
+// RoundTrip sends req, whose body is nil, http.NoBody or held in memory (a
+// *replayableBody, which GetBody replays for a request sent again), and
 // returns the answer's headers. The answer's body MUST be closed; the connection returns
 // to the idle set when the body was read to its end. A failure to connect is the
 // dialer's *net.OpError; a request whose context ends fails with the context's error.
 func (c *upstreamClient) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := writable(req); err != nil {
+		return nil, err
+	}
 	ctx := req.Context()
 	for {
 		pc, err := c.conn(ctx, req.URL.Host)
@@ -286,9 +290,6 @@ var errHeaderTimeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDea
 // answers.
 func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 	if err := pc.writeRequest(req); err != nil {
-		if pc.reused {
-			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
-		}
 		return nil, err
 	}
 	for {
@@ -306,60 +307,47 @@ func (pc *upstreamConn) exchange(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// smallBodyBytes is the largest streamed body written with the request head in one
-// write.
-const smallBodyBytes = 16 << 10
+// writable returns why req cannot be sent, before a connection is taken for it: a body
+// not held in memory (the gateway sends a request that streams its body through
+// http.Transport), or one of another length than declared.
+func writable(req *http.Request) error {
+	n := 0
+	switch b := req.Body.(type) {
+	case *replayableBody:
+		n = b.Len()
+	case nil:
+	default:
+		if b != http.NoBody {
+			return errors.New("the upstream client sends only request bodies held in memory")
+		}
+	}
+	if int64(n) != max(req.ContentLength, 0) {
+		return fmt.Errorf("request body has %d bytes, not the %d declared", n, req.ContentLength)
+	}
+	return nil
+}
 
-// writeRequest writes req's head and body: a body held in memory in one writev with the
-// head, so that the engine wakes once, to the whole request; a small streamed body read
-// into the head's write; a larger one streamed after it.
+// writeRequest writes req's head and its body, held in memory or absent (writable), in
+// one writev: the engine wakes once, to the whole request. A failed write on a reused
+// connection is errStaleConn.
 func (pc *upstreamConn) writeRequest(req *http.Request) error {
+	var body []byte
+	if rb, ok := req.Body.(*replayableBody); ok {
+		body = rb.take()
+	}
 	head, err := appendRequestHead(pc.head[:0], req)
 	if err != nil {
 		return err
 	}
 	pc.head = head
-	var body io.Reader
-	if req.Body != nil && req.Body != http.NoBody {
-		body = req.Body
+	pc.bufs[0], pc.bufs[1] = head, body
+	pc.iov = pc.bufs[:]
+	_, err = pc.iov.WriteTo(pc.conn)
+	pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
+	if err != nil && pc.reused {
+		return fmt.Errorf("%w: %w", errStaleConn, err)
 	}
-	switch rb, inMemory := body.(*replayableBody); {
-	case inMemory:
-		rest := rb.take()
-		if err := checkBodyLength(int64(len(rest)), req.ContentLength); err != nil {
-			return err
-		}
-		pc.bufs[0], pc.bufs[1] = head, rest
-		pc.iov = pc.bufs[:]
-		_, err := pc.iov.WriteTo(pc.conn)
-		pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
-		return err
-	case body != nil && req.ContentLength <= smallBodyBytes:
-		n := len(head)
-		head = append(head, make([]byte, req.ContentLength)...)
-		if _, err := io.ReadFull(body, head[n:]); err != nil {
-			return fmt.Errorf("read request body: %w", err)
-		}
-		pc.head = head
-		_, err := pc.conn.Write(head)
-		return err
-	}
-	if _, err := pc.conn.Write(head); err != nil || body == nil {
-		return err
-	}
-	n, err := io.Copy(pc.conn, body)
-	if err != nil {
-		return err
-	}
-	return checkBodyLength(n, req.ContentLength)
-}
-
-// checkBodyLength fails a request body of n bytes whose request declared another length.
-func checkBodyLength(n, declared int64) error {
-	if n != declared {
-		return fmt.Errorf("request body has %d bytes, not the %d declared", n, declared)
-	}
-	return nil
+	return err
 }
 
 // requestHeadExcluded are the header fields appendRequestHead writes itself or not at

@@ -39,12 +39,15 @@ func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic
 	return srv, &conns
 }
 
+// post returns a POST of body held in memory, as the gateway sends its own client.
 func post(t *testing.T, ctx context.Context, url, body string) *http.Request {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	rb := newReplayableBody([]byte(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, rb)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.ContentLength, req.GetBody = int64(len(body)), rb.replay
 	req.Header.Set("X-Test", "a\r\nb")
 	return req
 }
@@ -57,15 +60,10 @@ func TestUpstreamClientReusesConnectionsReadToTheEnd(t *testing.T) {
 		w.Header().Set("X-Sum", "ok")
 	})
 	c := newTestUpstreamClient(t, time.Minute)
-	large := strings.Repeat("x", 3*smallBodyBytes)
-	// A large body streams after the head; one held in memory goes with it in one
-	// writev.
+	large := strings.Repeat("x", 48<<10) // more than a TCP segment or a socket's first write
+	// Every body goes with its head in one writev, whatever its size.
 	for i, body := range []string{"small", large, "small", large + "y"} {
-		req := post(t, context.Background(), srv.URL+"/p?q=1", body)
-		if i == 3 {
-			req.Body = newReplayableBody([]byte(body))
-		}
-		resp, err := c.RoundTrip(req)
+		resp, err := c.RoundTrip(post(t, context.Background(), srv.URL+"/p?q=1", body))
 		if err != nil {
 			t.Fatalf("round trip %d: %v", i, err)
 		}
@@ -80,6 +78,48 @@ func TestUpstreamClientReusesConnectionsReadToTheEnd(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections for 4 sequential round trips, want 1", n)
+	}
+}
+
+// TestUpstreamClientRefusesRequestsItCannotWrite checks that a body not held in memory
+// and a body of another length than declared are refused before anything is written, on
+// the reused connection, which is not taken for stale: no request reaches the server and
+// no other connection is dialled.
+func TestUpstreamClientRefusesRequestsItCannotWrite(t *testing.T) {
+	var served atomic.Int32
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	c := newTestUpstreamClient(t, time.Minute)
+	resp, err := c.RoundTrip(post(t, context.Background(), srv.URL, "b")) // leaves an idle connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+
+	streamed, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := post(t, context.Background(), srv.URL, "b")
+	short.ContentLength = 2
+	for _, tt := range []struct {
+		name string
+		req  *http.Request
+		want string
+	}{
+		{"a streamed body", streamed, "only request bodies held in memory"},
+		{"a body shorter than declared", short, "request body has 1 bytes, not the 2 declared"},
+	} {
+		_, err := c.RoundTrip(tt.req)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, errStaleConn) {
+			t.Errorf("%s: RoundTrip error = %v, want %q and not a stale connection", tt.name, err, tt.want)
+		}
+	}
+	if n, d := served.Load(), conns.Load(); n != 1 || d != 1 {
+		t.Errorf("the server answered %d requests on %d connections, want 1 on 1", n, d)
 	}
 }
 
