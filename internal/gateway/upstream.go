@@ -63,8 +63,10 @@ type upstreamConn struct {
 	br     *bufio.Reader
 	// head is the buffer request heads are written from.
 	head []byte
-	// bufs and iov write a head and its body in one system call; kept
-	// here so that the write allocates nothing.
+	// writer writes requests and waits for their answers; nil where it cannot.
+	writer *requestWriter
+	// bufs and iov write what writer did not of a head and its body, in one system
+	// call; kept here so that the write allocates nothing.
 	bufs [2][]byte
 	iov  net.Buffers
 	// idleSince is when the connection last went idle.
@@ -87,7 +89,7 @@ type upstreamConn struct {
 // newUpstreamConn returns a connection to addr over conn.
 func (c *upstreamClient) newUpstreamConn(addr string, conn net.Conn) *upstreamConn {
 	pc := &upstreamConn{client: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, upstreamReadBufferBytes),
-		probe: newAliveProbe(conn)}
+		probe: newAliveProbe(conn), writer: newRequestWriter(conn)}
 	pc.cutOff = func() { _ = pc.conn.SetDeadline(aLongTimeAgo) }
 	return pc
 }
@@ -328,8 +330,9 @@ func writable(req *http.Request) error {
 }
 
 // writeRequest writes req's head and its body, held in memory or absent (writable), in
-// one writev: the engine wakes once, to the whole request. A failed write on a reused
-// connection is errStaleConn.
+// one writev: the engine wakes once, to the whole request. Where it can (send), it then
+// waits for the answer without a read. A failed write on a reused connection is
+// errStaleConn.
 func (pc *upstreamConn) writeRequest(req *http.Request) error {
 	var body []byte
 	if rb, ok := req.Body.(*replayableBody); ok {
@@ -340,13 +343,26 @@ func (pc *upstreamConn) writeRequest(req *http.Request) error {
 		return err
 	}
 	pc.head = head
-	pc.bufs[0], pc.bufs[1] = head, body
-	pc.iov = pc.bufs[:]
-	_, err = pc.iov.WriteTo(pc.conn)
-	pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
+	err = pc.send(head, body)
 	if err != nil && pc.reused {
 		return fmt.Errorf("%w: %w", errStaleConn, err)
 	}
+	return err
+}
+
+// writeFrom writes head and body, after their first done bytes, in one writev.
+func (pc *upstreamConn) writeFrom(head, body []byte, done int) error {
+	switch {
+	case done < len(head):
+		pc.bufs[0], pc.bufs[1] = head[done:], body
+	case done < len(head)+len(body):
+		pc.bufs[1] = body[done-len(head):]
+	default:
+		return nil
+	}
+	pc.iov = pc.bufs[:]
+	_, err := pc.iov.WriteTo(pc.conn)
+	pc.bufs = [2][]byte{} // the body is the exchange's buffer, not the connection's
 	return err
 }
 
