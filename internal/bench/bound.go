@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"iter"
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
@@ -53,12 +54,22 @@ func lowerBound(reqs []Request, engine enginesim.Config) []time.Duration {
 func boundAggregate(bounds []Bound, workload string, rate float64) (Aggregate, bool) {
 	a := Aggregate{Workload: workload, Strategy: boundStrategy, Rate: rate}
 	var means, p99s []float64
-	for _, b := range bounds {
-		if b.Workload == workload && b.Rate == rate && b.TTFT.Count > 0 {
-			a.Seeds = append(a.Seeds, b.Seed)
-			means, p99s = append(means, b.TTFT.Mean), append(p99s, b.TTFT.P99)
-		}
+	for b := range boundsAt(bounds, workload, rate) {
+		a.Seeds = append(a.Seeds, b.Seed)
+		means, p99s = append(means, b.TTFT.Mean), append(p99s, b.TTFT.P99)
 	}
 	a.TTFTMean, a.TTFTP99 = NewStat(means), NewStat(p99s)
 	return a, len(means) > 0
+}
+
+// boundsAt yields the lower bounds of workload's points at rate that have a TTFT, one per
+// seed.
+func boundsAt(bounds []Bound, workload string, rate float64) iter.Seq[Bound] {
+	return func(yield func(Bound) bool) {
+		for _, b := range bounds {
+			if b.Workload == workload && b.Rate == rate && b.TTFT.Count > 0 && !yield(b) {
+				return
+			}
+		}
+	}
 }

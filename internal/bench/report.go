@@ -288,10 +288,8 @@ func seedRatios(res *Results, workload, strategy, ref string, rate float64, of f
 	values := func(strategy string) map[uint64]float64 {
 		out := map[uint64]float64{}
 		if strategy == boundStrategy {
-			for _, b := range res.Bounds {
-				if b.Workload == workload && b.Rate == rate && b.TTFT.Count > 0 {
-					out[b.Seed] = of(b.TTFT)
-				}
+			for b := range boundsAt(res.Bounds, workload, rate) {
+				out[b.Seed] = of(b.TTFT)
 			}
 			return out
 		}

@@ -412,8 +412,7 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 	}
 	switch {
 	case body != nil:
-		rb := newReplayableBody(body)
-		out.Body, out.GetBody, out.ContentLength = rb, rb.replay, int64(len(body))
+		setBody(out, body)
 	case stream != nil && r.ContentLength != 0:
 		out.Body, out.ContentLength = io.NopCloser(stream), r.ContentLength // -1: unknown, sent chunked
 	}
@@ -434,6 +433,13 @@ func upstreamRequest(ctx context.Context, r *http.Request, addr string, port int
 type replayableBody struct {
 	bytes.Reader
 	body []byte
+}
+
+// setBody makes body, held in memory, the body of r, which GetBody replays for a request
+// sent again.
+func setBody(r *http.Request, body []byte) {
+	rb := newReplayableBody(body)
+	r.Body, r.GetBody, r.ContentLength = rb, rb.replay, int64(len(body))
 }
 
 // newReplayableBody returns a reader of body.
