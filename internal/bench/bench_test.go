@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,6 +131,18 @@ ok  	github.com/switchboard-llm/switchboard/internal/gateway	24.150s
 	}
 }
 
+// wantKind returns the kind of request r of workload: a conversation's turn and a hot
+// question start with a system prompt, a unique prompt is the user's alone.
+func wantKind(workload string, r Request) string {
+	switch {
+	case r.Messages[0].Role != "system":
+		return KindUnique
+	case workload == "shared-prefix":
+		return KindTurn
+	}
+	return KindHot
+}
+
 func TestWorkloadsAreDeterministicAndSalted(t *testing.T) {
 	for _, w := range Workloads() {
 		a := w.Generate(rand.New(rand.NewPCG(1, 2)), 50, "[salt-1]")
@@ -147,6 +160,9 @@ func TestWorkloadsAreDeterministicAndSalted(t *testing.T) {
 			}
 			if !strings.HasPrefix(a[i].Messages[0].Content, "[salt-1]") {
 				t.Fatalf("%s: request %d does not start with the salt", w.Name, i)
+			}
+			if a[i].Kind != wantKind(w.Name, a[i]) {
+				t.Fatalf("%s: request %d is of kind %q, want %q", w.Name, i, a[i].Kind, wantKind(w.Name, a[i]))
 			}
 		}
 	}
@@ -621,6 +637,67 @@ func TestRunPointIncludeUsage(t *testing.T) {
 				t.Errorf("%.2f tokens per request, want %d", got, wantTokens)
 			}
 		})
+	}
+}
+
+func TestRunPointRecordsEveryRequest(t *testing.T) {
+	w := Workloads()[2] // hot-prefix: hot questions and unique prompts
+	if w.Name != "hot-prefix" {
+		t.Fatalf("workload %q, want hot-prefix", w.Name)
+	}
+	srv := httptest.NewServer(&fakeGateway{tokens: 3})
+	defer srv.Close()
+	var out bytes.Buffer
+	f := &fleet{cfg: Config{Requests: &out}, gatewayURL: srv.URL, http: srv.Client()}
+	p, err := f.runPoint(context.Background(), w, "prefix-cache", 200, 100*time.Millisecond, 5, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedule, reqs := pointRequests(w, "prefix-cache", 200, 100*time.Millisecond, 5000)
+	var recs []RequestRecord
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	for dec.More() {
+		var r RequestRecord
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) != p.Sent || len(recs) != len(reqs) {
+		t.Fatalf("%d records, want one for each of the %d requests sent", len(recs), p.Sent)
+	}
+	kinds := map[string]int{}
+	for i, r := range recs {
+		want := RequestRecord{Workload: "hot-prefix", Strategy: "prefix-cache", Rate: 200, Seed: 5, Index: i,
+			SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, TTFT: r.TTFT, E2E: r.E2E, OutputTokens: 3}
+		if r != want {
+			t.Errorf("record %d: %+v, want %+v", i, r, want)
+		}
+		// The first content chunk follows a sleep of a millisecond.
+		if r.TTFT < 1 || r.TTFT > r.E2E {
+			t.Errorf("record %d: TTFT %.3f ms, end-to-end %.3f ms", i, r.TTFT, r.E2E)
+		}
+		kinds[r.Kind]++
+	}
+	if kinds[KindHot] == 0 || kinds[KindUnique] == 0 || len(kinds) != 2 {
+		t.Errorf("kinds %v, want hot questions and unique prompts", kinds)
+	}
+}
+
+func TestRecordsOfFailedRequestsSayWhy(t *testing.T) {
+	var out bytes.Buffer
+	res := PointResult{Workload: "no-sharing", Strategy: "random", Rate: 10, Seed: 1}
+	reqs := []Request{{Kind: KindUnique}, {Kind: KindUnique}}
+	outcomes := []outcome{{ttft: 2 * time.Millisecond, e2e: 5 * time.Millisecond, tokens: 4}, {err: "HTTP 503"}}
+	if err := writeRecords(&out, res, []time.Duration{0, time.Second}, reqs, outcomes); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"workload":"no-sharing","strategy":"random","rate_rps":10,"seed":1,"index":0,"sent_at_s":0,"kind":"unique","ttft_ms":2,"e2e_ms":5,"output_tokens":4}
+{"workload":"no-sharing","strategy":"random","rate_rps":10,"seed":1,"index":1,"sent_at_s":1,"kind":"unique","ttft_ms":0,"e2e_ms":0,"output_tokens":0,"error":"HTTP 503"}
+`
+	if out.String() != want {
+		t.Errorf("records:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
 

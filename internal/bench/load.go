@@ -127,6 +127,11 @@ func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate 
 		return res, err
 	}
 
+	if f.cfg.Requests != nil {
+		if err := writeRecords(f.cfg.Requests, res, schedule, reqs, outcomes); err != nil {
+			return res, fmt.Errorf("write the requests' records: %w", err)
+		}
+	}
 	var ttfts, e2es []time.Duration
 	last := start
 	tokens := 0
@@ -167,6 +172,44 @@ func (f *fleet) runPoint(ctx context.Context, w Workload, strategy string, rate 
 	}
 	res.Spread = NewSpread(perEngine)
 	return res, nil
+}
+
+// RequestRecord is what the load generator measured of one request of a load point.
+type RequestRecord struct {
+	Workload string  `json:"workload"`
+	Strategy string  `json:"strategy"`
+	Rate     float64 `json:"rate_rps"`
+	Seed     uint64  `json:"seed"`
+	// Index is the request's place in the point's arrivals, from 0.
+	Index int `json:"index"`
+	// SentAt is when the request was due, in seconds from the point's start.
+	SentAt float64 `json:"sent_at_s"`
+	// Kind is the request's shape (Request.Kind).
+	Kind string `json:"kind"`
+	// TTFT and E2E are in milliseconds; OutputTokens as PointResult counts them. All
+	// three are zero for a failed request, whose Error says why.
+	TTFT         float64 `json:"ttft_ms"`
+	E2E          float64 `json:"e2e_ms"`
+	OutputTokens int     `json:"output_tokens"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// writeRecords writes one RequestRecord line to w for each request of the point res.
+func writeRecords(w io.Writer, res PointResult, schedule []time.Duration, reqs []Request, outcomes []outcome) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i, o := range outcomes {
+		rec := RequestRecord{Workload: res.Workload, Strategy: res.Strategy, Rate: res.Rate, Seed: res.Seed,
+			Index: i, SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, Error: o.err}
+		if o.err == "" {
+			rec.TTFT, rec.E2E, rec.OutputTokens = milliseconds(o.ttft), milliseconds(o.e2e), o.tokens
+		}
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // pointRequests returns the arrival times and the requests of strategy's load point of w

@@ -67,6 +67,10 @@ type Config struct {
 	MicroBenchPattern string
 	MicroBenchtime    string
 	Log               io.Writer
+	// Requests, when set, receives every request of the routing section as one JSON line
+	// (RequestRecord), for analyses the report does not make, such as which requests make
+	// a tail.
+	Requests io.Writer
 }
 
 func (c Config) logf(format string, args ...any) {

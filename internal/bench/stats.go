@@ -38,6 +38,9 @@ type Summary struct {
 	Max   float64 `json:"max_ms"`
 }
 
+// milliseconds returns d in milliseconds, the unit of the reports.
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // Summarize returns the mean, percentiles and maximum of samples in milliseconds; a zero
 // Summary for no samples. samples is not modified.
 func Summarize(samples []time.Duration) Summary {
@@ -47,7 +50,7 @@ func Summarize(samples []time.Duration) Summary {
 	ms := make([]float64, len(samples))
 	sum := 0.0
 	for i, d := range samples {
-		ms[i] = float64(d) / float64(time.Millisecond)
+		ms[i] = milliseconds(d)
 		sum += ms[i]
 	}
 	slices.Sort(ms)

@@ -16,7 +16,20 @@ type Message struct {
 type Request struct {
 	Messages  []Message
 	MaxTokens int
+	// Kind names the request's shape within its workload (KindTurn, KindHot, KindUnique),
+	// for the per-request records (Config.Requests).
+	Kind string
 }
+
+// The kinds of request the workloads send.
+const (
+	// KindTurn is a conversation's next turn, under one of the shared system prompts.
+	KindTurn = "turn"
+	// KindHot is a short question under the hot system prompt.
+	KindHot = "hot"
+	// KindUnique is a prompt that shares nothing with any other.
+	KindUnique = "unique"
+)
 
 // Workload generates the requests of one load point.
 type Workload struct {
@@ -113,7 +126,7 @@ func sharedPrefix(rng *rand.Rand, n int, salt string) []Request {
 			c.history = []Message{{Role: "system", Content: systems[u%sharedSystems]}}
 		}
 		c.history = append(c.history, Message{Role: "user", Content: fmt.Sprintf("user %d: ", u) + text(rng, 60+rng.IntN(61))})
-		reqs = append(reqs, Request{Messages: append([]Message(nil), c.history...), MaxTokens: outputTokens})
+		reqs = append(reqs, Request{Messages: append([]Message(nil), c.history...), MaxTokens: outputTokens, Kind: KindTurn})
 		// The reply becomes part of the history; the load stays open-loop, so it is synthetic.
 		c.history = append(c.history, Message{Role: "assistant", Content: text(rng, outputTokens)})
 	}
@@ -133,7 +146,7 @@ func hotPrefix(rng *rand.Rand, n int, salt string) []Request {
 	reqs := make([]Request, 0, n)
 	for i := range n {
 		if rng.Float64() < hotShare {
-			reqs = append(reqs, Request{MaxTokens: outputTokens, Messages: []Message{
+			reqs = append(reqs, Request{MaxTokens: outputTokens, Kind: KindHot, Messages: []Message{
 				{Role: "system", Content: hot},
 				{Role: "user", Content: fmt.Sprintf("question %d: ", i) + text(rng, 30+rng.IntN(30))},
 			}})
@@ -146,7 +159,7 @@ func hotPrefix(rng *rand.Rand, n int, salt string) []Request {
 
 func randomRequest(rng *rand.Rand, head string) Request {
 	tokens := randomPromptMin + rng.IntN(randomPromptMax-randomPromptMin+1)
-	return Request{MaxTokens: outputTokens, Messages: []Message{{Role: "user", Content: head + text(rng, tokens)}}}
+	return Request{MaxTokens: outputTokens, Kind: KindUnique, Messages: []Message{{Role: "user", Content: head + text(rng, tokens)}}}
 }
 
 var words = strings.Fields("the a router engine cache prefix token model query table order region week " +
