@@ -584,6 +584,7 @@ func (g *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.askedUsage = append(g.askedUsage, usage)
 	g.mu.Unlock()
 	w.Header().Set("content-type", "text/event-stream")
+	w.Header().Set(endpointHeader, "bench/engine-0")
 	send := func(data string) { _, _ = fmt.Fprintf(w, "data: %s\n\n", data) }
 	send(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`)
 	for range g.tokens {
@@ -670,7 +671,7 @@ func TestRunPointRecordsEveryRequest(t *testing.T) {
 	kinds := map[string]int{}
 	for i, r := range recs {
 		want := RequestRecord{Workload: "hot-prefix", Strategy: "prefix-cache", Rate: 200, Seed: 5, Index: i,
-			SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, TTFT: r.TTFT, E2E: r.E2E, OutputTokens: 3}
+			SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, Endpoint: "bench/engine-0", TTFT: r.TTFT, E2E: r.E2E, OutputTokens: 3}
 		if r != want {
 			t.Errorf("record %d: %+v, want %+v", i, r, want)
 		}
@@ -689,11 +690,11 @@ func TestRecordsOfFailedRequestsSayWhy(t *testing.T) {
 	var out bytes.Buffer
 	res := PointResult{Workload: "no-sharing", Strategy: "random", Rate: 10, Seed: 1}
 	reqs := []Request{{Kind: KindUnique}, {Kind: KindUnique}}
-	outcomes := []outcome{{ttft: 2 * time.Millisecond, e2e: 5 * time.Millisecond, tokens: 4}, {err: "HTTP 503"}}
+	outcomes := []outcome{{ttft: 2 * time.Millisecond, e2e: 5 * time.Millisecond, tokens: 4, endpoint: "bench/engine-3"}, {err: "HTTP 503"}}
 	if err := writeRecords(&out, res, []time.Duration{0, time.Second}, reqs, outcomes); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"workload":"no-sharing","strategy":"random","rate_rps":10,"seed":1,"index":0,"sent_at_s":0,"kind":"unique","ttft_ms":2,"e2e_ms":5,"output_tokens":4}
+	want := `{"workload":"no-sharing","strategy":"random","rate_rps":10,"seed":1,"index":0,"sent_at_s":0,"kind":"unique","endpoint":"bench/engine-3","ttft_ms":2,"e2e_ms":5,"output_tokens":4}
 {"workload":"no-sharing","strategy":"random","rate_rps":10,"seed":1,"index":1,"sent_at_s":1,"kind":"unique","ttft_ms":0,"e2e_ms":0,"output_tokens":0,"error":"HTTP 503"}
 `
 	if out.String() != want {

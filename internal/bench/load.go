@@ -67,6 +67,7 @@ type outcome struct {
 	end       time.Time
 	tokens    int    // output tokens: the usage chunk's count if any, else the content chunks
 	usage     bool   // the stream ended with a usage chunk
+	endpoint  string // the pod that answered (x-switchboard-endpoint), when the gateway said
 	err       string // empty on success
 }
 
@@ -186,6 +187,9 @@ type RequestRecord struct {
 	SentAt float64 `json:"sent_at_s"`
 	// Kind is the request's shape (Request.Kind).
 	Kind string `json:"kind"`
+	// Endpoint is the pod that answered, as "namespace/name" (the gateway's
+	// x-switchboard-endpoint header); empty when no pod answered.
+	Endpoint string `json:"endpoint,omitempty"`
 	// TTFT and E2E are in milliseconds; OutputTokens as PointResult counts them. All
 	// three are zero for a failed request, whose Error says why.
 	TTFT         float64 `json:"ttft_ms"`
@@ -200,7 +204,7 @@ func writeRecords(w io.Writer, res PointResult, schedule []time.Duration, reqs [
 	enc := json.NewEncoder(&buf)
 	for i, o := range outcomes {
 		rec := RequestRecord{Workload: res.Workload, Strategy: res.Strategy, Rate: res.Rate, Seed: res.Seed,
-			Index: i, SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, Error: o.err}
+			Index: i, SentAt: schedule[i].Seconds(), Kind: reqs[i].Kind, Endpoint: o.endpoint, Error: o.err}
 		if o.err == "" {
 			rec.TTFT, rec.E2E, rec.OutputTokens = milliseconds(o.ttft), milliseconds(o.e2e), o.tokens
 		}
@@ -236,11 +240,12 @@ func (f *fleet) send(ctx context.Context, strategy string, body []byte) outcome 
 		return outcome{err: "transport error"}
 	}
 	defer func() { _ = resp.Body.Close() }()
+	endpoint := resp.Header.Get(endpointHeader)
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return outcome{err: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+		return outcome{endpoint: endpoint, err: fmt.Sprintf("HTTP %d", resp.StatusCode)}
 	}
-	o := outcome{}
+	o := outcome{endpoint: endpoint}
 	r := bufio.NewReaderSize(resp.Body, 16<<10)
 	done := false
 	contentChunks, usageTokens := 0, 0
@@ -273,7 +278,7 @@ func (f *fleet) send(ctx context.Context, strategy string, body []byte) outcome 
 	o.end = time.Now()
 	o.e2e = o.end.Sub(t0)
 	if !done || contentChunks == 0 {
-		return outcome{err: "incomplete stream"}
+		return outcome{endpoint: endpoint, err: "incomplete stream"}
 	}
 	o.tokens = contentChunks
 	if o.usage {

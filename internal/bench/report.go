@@ -123,7 +123,7 @@ func RenderMarkdown(res *Results, plots plotSet) string {
 	w("`make cluster-up` is not touched). `bin/bench -help` lists the knobs (rates, duration, engines, strategies, ")
 	w("workloads, `-seed` and `-seeds`, `-include-usage`; pass them with `make bench BENCH_FLAGS=...`); logs are in `bin/bench-state/`. ")
 	w("`bin/bench -render docs/benchmarks.json` redraws this report and the plots from the JSON without running anything, recomputing the medians from the per-seed points. ")
-	w("`-requests-out FILE` also writes every request of the routing section (its point, arrival time, kind, TTFT and end-to-end time) to FILE as JSON lines, for questions this report does not answer, such as which requests make a tail.\n")
+	w("`-requests-out FILE` also writes every request of the routing section (its point, arrival time, kind, the pod that answered, TTFT and end-to-end time) to FILE as JSON lines, for questions this report does not answer, such as which requests make a tail.\n")
 	return b.String()
 }
 
