@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-llm/switchboard/internal/bench"
@@ -44,12 +46,24 @@ func TestScaleSectionAlone(t *testing.T) {
 		return p
 	}
 	out := filepath.Join(root, "out")
-	cmd := exec.Command(filepath.Join(bin, "bench"), "-root", root, "-out", out, "-state", filepath.Join(root, "state"),
-		"-skip-routing", "-proxy-rounds", "0", "-skip-go-bench",
-		"-scale-endpoints", "20", "-scale-routes", "2", "-scale-scraped-engines", "4", "-scale-window", "2s",
-		"-apiserver-port", port(), "-etcd-port", port())
-	if output, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("bench: %v\n%s", err, output)
+	// The ports are free when chosen, but the packages of `go test ./...` start their own
+	// control planes meanwhile, and etcd's peer port (the next one) was never checked: a
+	// control plane that fails to come up is tried again on other ports, twice at most.
+	for attempt := 1; ; attempt++ {
+		cmd := exec.Command(filepath.Join(bin, "bench"), "-root", root, "-out", out,
+			"-state", filepath.Join(root, "state", strconv.Itoa(attempt)),
+			"-skip-routing", "-proxy-rounds", "0", "-skip-go-bench",
+			"-scale-endpoints", "20", "-scale-routes", "2", "-scale-scraped-engines", "4", "-scale-window", "2s",
+			"-apiserver-port", port(), "-etcd-port", port())
+		output, err := cmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(string(output), "cluster-up") {
+			t.Fatalf("bench: %v\n%s", err, output)
+		}
+		clusterLog, _ := os.ReadFile(filepath.Join(root, "state", strconv.Itoa(attempt), "scale", "cluster.log"))
+		t.Logf("attempt %d: the control plane did not come up, trying other ports:\n%s\ncluster.log:\n%s", attempt, output, clusterLog)
 	}
 
 	b, err := os.ReadFile(filepath.Join(out, "benchmarks.json"))
