@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -88,10 +89,22 @@ type upstreamConn struct {
 
 // newUpstreamConn returns a connection to addr over conn.
 func (c *upstreamClient) newUpstreamConn(addr string, conn net.Conn) *upstreamConn {
+	raw, err := rawConn(conn)
 	pc := &upstreamConn{client: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, upstreamReadBufferBytes),
-		probe: newAliveProbe(conn), writer: newRequestWriter(conn)}
+		probe: newAliveProbe(raw, err), writer: newRequestWriter(raw)}
 	pc.cutOff = func() { _ = pc.conn.SetDeadline(aLongTimeAgo) }
 	return pc
+}
+
+// rawConn returns conn's file descriptor, for the alive probe and the request writer to
+// reach: nil and no error when conn has none (an in-memory pipe), an error when its
+// descriptor could not be had, the connection being closed.
+func rawConn(conn net.Conn) (syscall.RawConn, error) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil, nil
+	}
+	return sc.SyscallConn()
 }
 
 // arm starts (or restarts) the timer to cut the connection off in d.

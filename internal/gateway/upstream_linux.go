@@ -3,7 +3,6 @@
 package gateway
 
 import (
-	"net"
 	"os"
 	"syscall"
 	"unsafe"
@@ -31,15 +30,10 @@ type requestWriter struct {
 	step func(fd uintptr) bool
 }
 
-// newRequestWriter returns the writer of conn, or nil when conn has no file descriptor
-// to write to.
-func newRequestWriter(conn net.Conn) *requestWriter {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+// newRequestWriter returns the writer of the connection whose descriptor is raw
+// (rawConn), or nil when it has none to write to.
+func newRequestWriter(raw syscall.RawConn) *requestWriter {
+	if raw == nil {
 		return nil
 	}
 	w := &requestWriter{raw: raw}

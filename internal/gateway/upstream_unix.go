@@ -2,10 +2,7 @@
 
 package gateway
 
-import (
-	"net"
-	"syscall"
-)
+import "syscall"
 
 // aliveProbe tells whether the peer of an idle connection has neither closed it nor
 // sent anything, with one read that does not block. It is made once per connection, so
@@ -19,14 +16,10 @@ type aliveProbe struct {
 	buf    [1]byte
 }
 
-// newAliveProbe returns the probe of conn.
-func newAliveProbe(conn net.Conn) *aliveProbe {
-	p := new(aliveProbe)
-	if sc, ok := conn.(syscall.Conn); ok {
-		var err error
-		p.raw, err = sc.SyscallConn()
-		p.broken = err != nil
-	}
+// newAliveProbe returns the probe of the connection whose descriptor rawConn returned as
+// raw and err.
+func newAliveProbe(raw syscall.RawConn, err error) *aliveProbe {
+	p := &aliveProbe{raw: raw, broken: err != nil}
 	p.read = func(fd uintptr) bool {
 		_, p.err = syscall.Read(int(fd), p.buf[:])
 		return true
