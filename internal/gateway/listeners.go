@@ -23,6 +23,14 @@ import (
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 )
 
+// server serves one listened address: package h1serve's server in clear text, net/http's
+// over TLS.
+type server interface {
+	Serve(ln net.Listener) error
+	Shutdown(ctx context.Context) error
+	Close() error
+}
+
 // ListenerOptions configure Listeners.
 type ListenerOptions struct {
 	// Host, when set, is bound instead of each Gateway's own address, on the same ports:
@@ -54,7 +62,7 @@ type Listeners struct {
 	g    *Gateway
 	opts ListenerOptions
 
-	servers map[routetable.Addr]*http.Server
+	servers map[routetable.Addr]server
 	unbound map[routetable.Addr]string
 	report  atomic.Pointer[bindreport.Report]
 	wg      sync.WaitGroup
@@ -77,7 +85,7 @@ func (g *Gateway) Listeners(opts ListenerOptions) *Listeners {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
 	}
-	l := &Listeners{g: g, opts: opts, servers: make(map[routetable.Addr]*http.Server), unbound: make(map[routetable.Addr]string)}
+	l := &Listeners{g: g, opts: opts, servers: make(map[routetable.Addr]server), unbound: make(map[routetable.Addr]string)}
 	l.report.Store(&bindreport.Report{Unbound: []bindreport.Failure{}})
 	return l
 }
@@ -177,8 +185,8 @@ func (l *Listeners) publish() {
 }
 
 // take removes the servers of addrs from l.servers and returns them keyed by address.
-func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]*http.Server {
-	out := make(map[routetable.Addr]*http.Server, len(addrs))
+func (l *Listeners) take(addrs []routetable.Addr) map[routetable.Addr]server {
+	out := make(map[routetable.Addr]server, len(addrs))
 	for _, a := range addrs {
 		out[a] = l.servers[a]
 		delete(l.servers, a)
@@ -214,12 +222,16 @@ func (l *Listeners) serve(ctx context.Context, addr routetable.Addr, owners map[
 		return
 	}
 	delete(l.unbound, addr)
-	srv := inbound.NewServer(l.g.Handler(addr), l.g.opts.Inbound)
-	serve := srv.Serve
+	var srv server
+	var serve func(net.Listener) error
 	if addr.TLS {
-		srv.TLSConfig = l.g.tlsConfig(addr)
+		tlsSrv := inbound.NewServer(l.g.Handler(addr), l.g.opts.Inbound)
+		tlsSrv.TLSConfig = l.g.tlsConfig(addr)
 		// The certificates come from TLSConfig; ServeTLS also offers HTTP/2 by ALPN.
-		serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		srv, serve = tlsSrv, func(ln net.Listener) error { return tlsSrv.ServeTLS(ln, "", "") }
+	} else {
+		clear := inbound.NewClearTextServer(l.g.Handler(addr), l.g.opts.Inbound)
+		srv, serve = clear, clear.Serve
 	}
 	l.servers[addr] = srv
 	log.FromContext(ctx).Info("Serving gateway listener", "address", ln.Addr().String(), "tls", addr.TLS)
@@ -232,7 +244,7 @@ func (l *Listeners) serve(ctx context.Context, addr routetable.Addr, owners map[
 
 // stop closes servers after draining their in-flight requests, all at once, for up to
 // DrainTimeout.
-func (l *Listeners) stop(servers map[routetable.Addr]*http.Server) {
+func (l *Listeners) stop(servers map[routetable.Addr]server) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.DrainTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 // Package inbound owns the client-facing side of the gateway's HTTP listeners: the
-// limits every inbound connection and request is held to, the http.Server configured
-// with them (NewServer), and reading a request body within them (ReadBody).
+// limits every inbound connection and request is held to, the servers configured with
+// them (NewServer over TLS, NewClearTextServer in clear text), and reading a request
+// body within them (ReadBody).
 //
 // The limits bound what a client can make the gateway hold without doing any work:
 // how long it may take to send headers and body, how large they may be, and how long

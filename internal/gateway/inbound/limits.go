@@ -3,6 +3,8 @@ package inbound
 import (
 	"net/http"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/h1serve"
 )
 
 // Defaults for the zero fields of Limits.
@@ -36,9 +38,9 @@ type Limits struct {
 	// before the server closes it.
 	// +optional; default DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds the request line and headers. net/http admits up to 4 KiB
+	// MaxHeaderBytes bounds the request line and headers. The servers admit up to 4 KiB
 	// more as read-buffer slack; a request beyond that is answered 431 Request Header
-	// Fields Too Large by net/http itself, and the connection is closed.
+	// Fields Too Large by the server itself, and the connection is closed.
 	// +optional; default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds a request body read by ReadBody. A body that declares or
@@ -68,22 +70,42 @@ func (l Limits) WithDefaults() Limits {
 }
 
 // NewServer returns a server for h held to l's header and connection limits (after
-// WithDefaults). It sets no ReadTimeout or WriteTimeout: the body is bounded by
+// WithDefaults), for a listener that terminates TLS: it speaks HTTP/2 and HTTP/1.1 as
+// ALPN negotiates. It sets no ReadTimeout or WriteTimeout: the body is bounded by
 // ReadBody, and responses stream for as long as they need. h should read request
-// bodies with ReadBody and the same l. It speaks HTTP/1.1 and HTTP/2: over TLS as ALPN
-// negotiates, and in clear text to clients that know the server does (h2c with prior
-// knowledge; the deprecated h2c upgrade is not offered).
+// bodies with ReadBody and the same l.
 func NewServer(h http.Handler, l Limits) *http.Server {
-	l = l.WithDefaults()
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
+	return newServer(h, l, &protocols)
+}
+
+// NewClearTextServer returns a server for h held to l as NewServer's is, for a listener
+// in clear text: it speaks HTTP/1.1 with package h1serve, and HTTP/2 to clients that
+// know the server does (h2c with prior knowledge; the deprecated h2c upgrade is not
+// offered).
+func NewClearTextServer(h http.Handler, l Limits) *h1serve.Server {
+	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
+	l = l.WithDefaults()
+	return &h1serve.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		HTTP2:             newServer(h, l, &protocols),
+	}
+}
+
+// newServer returns net/http's server for h, held to l, speaking protocols.
+func newServer(h http.Handler, l Limits, protocols *http.Protocols) *http.Server {
+	l = l.WithDefaults()
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
-		Protocols:         &protocols,
+		Protocols:         protocols,
 	}
 }

@@ -1,0 +1,92 @@
+package h1serve
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// aLongTimeAgo is a read deadline that ends a pending read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// watch notices a client leaving while its request is served, so that the request's
+// context is cancelled: once the request has run for Server.WatchAfter with its body read
+// to its end, a read on the connection waits for the client's next byte or its leaving.
+// Requests that end sooner cost one timer reset, and no read.
+//
+// Synchronisation model: arm and stop are called by whoever reads the request's body or
+// serves it; the timer's goroutine runs the read. mu guards the fields; a read in
+// progress is ended by stop through a past read deadline, and done tells when it has.
+type watch struct {
+	c      *conn
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel context.CancelFunc // the request's
+	// serving is set from arm to stop; reading while a read runs, until done closes.
+	serving, reading, aborted bool
+	done                      chan struct{}
+}
+
+// arm starts the wait before the watch for the request whose context cancel cancels.
+func (w *watch) arm(cancel context.CancelFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.serving {
+		return
+	}
+	w.serving, w.cancel = true, cancel
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.c.srv.watchAfter(), w.run)
+		return
+	}
+	w.timer.Reset(w.c.srv.watchAfter())
+}
+
+// run reads the connection until the client sends a byte, which is kept for the next
+// request, or leaves, which cancels the request.
+func (w *watch) run() {
+	w.mu.Lock()
+	if !w.serving || w.reading {
+		w.mu.Unlock()
+		return
+	}
+	w.reading, w.done = true, make(chan struct{})
+	w.mu.Unlock()
+
+	var b [1]byte
+	n, err := w.c.nc.Read(b[:])
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case n == 1:
+		w.c.src.pending, w.c.src.hasPending = b[0], true
+	case err != nil && !w.aborted:
+		w.cancel()
+	}
+	w.reading = false
+	close(w.done)
+}
+
+// stop ends the watch of the current request, waiting for a read in progress to end.
+func (w *watch) stop() {
+	w.mu.Lock()
+	w.serving = false
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	done := w.done
+	if !w.reading {
+		done = nil
+	}
+	w.aborted = done != nil
+	w.mu.Unlock()
+	if done == nil {
+		return
+	}
+	_ = w.c.nc.SetReadDeadline(aLongTimeAgo)
+	<-done
+	w.mu.Lock()
+	w.aborted = false
+	w.mu.Unlock()
+}
