@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 )
@@ -29,7 +28,7 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	var logged syncBuffer
+	var logged lastLine
 	s := &Server{
 		ErrorLog:          log.New(&logged, "", 0),
 		ReadHeaderTimeout: 2 * time.Second,
@@ -87,22 +86,4 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 			t.Fatalf("the server logged %q for %q", msg, input)
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
