@@ -339,8 +339,8 @@ func (w *response) writeFields(h http.Header, dateValue []byte) {
 // writeField writes the lines of a field with values vs.
 func writeField(bw *bufio.Writer, name string, vs []string) {
 	for _, v := range vs {
-		if strings.ContainsAny(v, "\r\n") {
-			v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+		if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
+			v = lineBreaksToSpaces.Replace(v)
 		}
 		_, _ = bw.WriteString(name)
 		_, _ = bw.WriteString(": ")
@@ -348,6 +348,9 @@ func writeField(bw *bufio.Writer, name string, vs []string) {
 		_, _ = bw.WriteString("\r\n")
 	}
 }
+
+// lineBreaksToSpaces makes a field value one line.
+var lineBreaksToSpaces = strings.NewReplacer("\r", " ", "\n", " ")
 
 // writeTrailers writes the trailer fields of a chunked body: those the Trailer field
 // declared, and those named with http.TrailerPrefix.
