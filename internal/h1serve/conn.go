@@ -279,26 +279,30 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 	req = req.WithContext(ctx)
 	w := &response{c: c, req: req, header: make(http.Header), declared: -1, cancel: cancel}
 	w.reqBody = req.Body
-	if req.Body != http.NoBody {
-		if expect := req.Header.Get("Expect"); expect != "" {
-			if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
-				w.header.Set("Connection", "close")
-				w.WriteHeader(http.StatusExpectationFailed)
-				w.finish()
-				return closeConn
-			}
-			w.expectContinue = true
+	// The expectation is the server's to meet, as net/http meets it: a handler does not
+	// see it, and a proxy does not pass it on.
+	if expect := req.Header.Get("Expect"); expect != "" {
+		if !strings.EqualFold(expect, "100-continue") {
+			w.header.Set("Connection", "close")
+			w.WriteHeader(http.StatusExpectationFailed)
+			w.finish()
+			return closeConn
 		}
+		w.expectContinue = req.ProtoAtLeast(1, 1) && req.ContentLength != 0
+		req.Header.Del("Expect")
+	}
+	c.watch.begin(w)
+	if req.Body != http.NoBody {
 		w.body = body{ReadCloser: req.Body, w: w}
 		req.Body = &w.body
 	} else {
-		c.watch.arm(cancel)
+		c.watch.arm(w)
 	}
-	if !c.handle(w) {
-		c.watch.stop()
+	returned := c.handle(w)
+	c.watch.stop() // before anything else reads the connection
+	if !returned {
 		return closeConn
 	}
-	c.watch.stop()
 	if w.hijacked {
 		return hijacked
 	}

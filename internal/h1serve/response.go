@@ -223,8 +223,9 @@ func (w *response) commit(final bool) {
 	w.mu.Unlock()
 	h := w.header
 	trailers := hasTrailers(h)
-	if te := h.Get("Transfer-Encoding"); te != "" {
-		h.Del("Transfer-Encoding") // the server frames the body
+	if _, ok := h["Transfer-Encoding"]; ok { // the server frames the body, by length or not
+		h.Del("Transfer-Encoding")
+		h.Del("Content-Length")
 		w.declared = -1
 	}
 	switch {
@@ -406,7 +407,7 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && !b.eof.Swap(true) {
-		w.c.watch.arm(w.cancel)
+		w.c.watch.arm(w)
 	}
 	return n, err
 }

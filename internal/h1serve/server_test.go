@@ -359,6 +359,9 @@ func TestSendsContinueWhenTheBodyIsRead(t *testing.T) {
 			io.WriteString(w, "no thanks")
 			return
 		}
+		if got := r.Header.Get("Expect"); got != "" {
+			t.Errorf("the handler sees Expect: %q", got)
+		}
 		b, _ := io.ReadAll(r.Body)
 		w.Write(b)
 	})})
@@ -463,6 +466,61 @@ func TestKeepsTheNextRequestTheWatchRead(t *testing.T) {
 	}
 	if n := ln.accepted.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+func TestALateReadOfAFinishedBodyLeavesTheConnectionAlone(t *testing.T) {
+	goLate, lateRead := make(chan struct{}), make(chan struct{})
+	addr, _ := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			go func() { // reads on, during the next request, after the server drained the body
+				<-goLate
+				io.ReadAll(r.Body)
+				close(lateRead)
+			}()
+			io.WriteString(w, r.Method+" "+r.URL.Path)
+			return
+		}
+		close(goLate)
+		<-lateRead
+		// A watch armed by the late read would now be reading the connection, and take
+		// the first byte of this body from the handler.
+		time.Sleep(20 * time.Millisecond)
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, r.Method+" "+r.URL.Path+" "+string(b))
+	})})
+	c := dial(t, addr)
+	c.send("POST /first HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+	if _, body := c.response(http.MethodPost); body != "POST /first" {
+		t.Fatalf("body %q, want POST /first", body)
+	}
+	c.send("POST /second HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n")
+	time.Sleep(60 * time.Millisecond)
+	c.send("xyz")
+	if _, body := c.response(http.MethodPost); body != "POST /second xyz" {
+		t.Errorf("body %q, want POST /second xyz", body)
+	}
+}
+
+func TestTheServerFramesTheBody(t *testing.T) {
+	addr, _ := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Transfer-Encoding", "chunked")
+		w.Header().Set("Content-Length", "2")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "framed")
+	})})
+	c := dial(t, addr)
+	c.send("GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	var head strings.Builder
+	for !strings.HasSuffix(head.String(), "\r\n\r\n") {
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read head: %v after %q", err, head.String())
+		}
+		head.WriteString(line)
+	}
+	if h := head.String(); !strings.Contains(h, "Transfer-Encoding: chunked\r\n") || strings.Contains(h, "Content-Length") {
+		t.Errorf("head %q, want chunked framing alone", h)
 	}
 }
 

@@ -14,27 +14,37 @@ var aLongTimeAgo = time.Unix(1, 0)
 // to its end, a read on the connection waits for the client's next byte or its leaving.
 // Requests that end sooner cost one timer reset, and no read.
 //
-// Synchronisation model: arm and stop are called by whoever reads the request's body or
-// serves it; the timer's goroutine runs the read. mu guards the fields; a read in
+// Synchronisation model: begin and stop are called by the connection's goroutine, arm by
+// whoever reads the request's body; the timer's goroutine runs the read. mu guards the fields; a read in
 // progress is ended by stop through a past read deadline, and done tells when it has.
 type watch struct {
-	c      *conn
-	mu     sync.Mutex
-	timer  *time.Timer
-	cancel context.CancelFunc // the request's
+	c     *conn
+	mu    sync.Mutex
+	timer *time.Timer
+	// current is the response being served, from begin to stop; only it may arm.
+	current *response
+	cancel  context.CancelFunc // the armed request's
 	// serving is set from arm to stop; reading while a read runs, until done closes.
 	serving, reading, aborted bool
 	done                      chan struct{}
 }
 
-// arm starts the wait before the watch for the request whose context cancel cancels.
-func (w *watch) arm(cancel context.CancelFunc) {
+// begin makes r the response whose request may arm the watch.
+func (w *watch) begin(r *response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.serving {
+	w.current = r
+}
+
+// arm starts the wait before the watch for r's request, unless the watch is armed or r
+// is not the current response (a late read of a finished request's body).
+func (w *watch) arm(r *response) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.serving || w.current != r {
 		return
 	}
-	w.serving, w.cancel = true, cancel
+	w.serving, w.cancel = true, r.cancel
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.c.srv.watchAfter(), w.run)
 		return
@@ -71,7 +81,7 @@ func (w *watch) run() {
 // stop ends the watch of the current request, waiting for a read in progress to end.
 func (w *watch) stop() {
 	w.mu.Lock()
-	w.serving = false
+	w.serving, w.current = false, nil
 	if w.timer != nil {
 		w.timer.Stop()
 	}
