@@ -29,6 +29,8 @@ const (
 //     than from the start; until then, a client that leaves is noticed when a write to
 //     it fails.
 //   - Responses carry no sniffed Content-Type: a handler that wants one sets it.
+//   - A handler may read the request body after it began the response (as with
+//     http.ResponseController.EnableFullDuplex).
 //   - The http.Server in the request's context (http.ServerContextKey) is the one that
 //     serves HTTP/2, nil without it.
 //
