@@ -524,6 +524,32 @@ func TestTheServerFramesTheBody(t *testing.T) {
 	}
 }
 
+func TestReadsTheBodyAfterTheResponseBegan(t *testing.T) {
+	addr, _ := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "got: ")
+		w.(http.Flusher).Flush()
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("read the body after flushing: %v", err)
+		}
+		w.Write(b)
+	})})
+	c := dial(t, addr)
+	c.send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n")
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, len("got: "))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "got: " {
+		t.Fatalf("first part %q (%v), want got: before the body is sent", first, err)
+	}
+	c.send("body")
+	if rest, _ := io.ReadAll(resp.Body); string(rest) != "body" {
+		t.Errorf("after the body: %q, want body", rest)
+	}
+}
+
 func TestHijack(t *testing.T) {
 	addr, _ := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nc, rw, err := http.NewResponseController(w).Hijack()
