@@ -55,6 +55,8 @@ type conn struct {
 	// its header.
 	scratch []byte
 	names   []string
+	// num holds a number being written: a status, a length, a chunk's size.
+	num [20]byte
 	// lastPOST is set after a POST, whose client may add a stray CRLF (RFC 9112 §2.2).
 	lastPOST bool
 }

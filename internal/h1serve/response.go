@@ -228,6 +228,7 @@ func (w *response) commit(final bool) {
 		h.Del("Content-Length")
 		w.declared = -1
 	}
+	addLength := false // the server frames the body by the length it holds
 	switch {
 	case w.status == http.StatusNotModified:
 		h.Del("Content-Type")
@@ -236,28 +237,42 @@ func (w *response) commit(final bool) {
 		h.Del("Content-Length")
 	case w.declared >= 0:
 	case final && !trailers && (w.req.Method != http.MethodHead || w.written > 0):
-		h.Set("Content-Length", strconv.FormatInt(w.written, 10))
-		w.declared = w.written
+		addLength, w.declared = true, w.written
 	case w.req.Method == http.MethodHead:
 	case w.req.ProtoAtLeast(1, 1):
-		h.Set("Transfer-Encoding", "chunked")
 		w.chunked = true
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
 	}
-	keepAlive10 := !w.req.ProtoAtLeast(1, 1) && !w.req.Close && w.declared >= 0
+	connection := "" // the Connection field the server sets, in place of the handler's
 	switch {
 	case w.req.Close || w.c.srv.closing.Load() || w.closeAfter:
-		w.closeAfter = true
-		h.Set("Connection", "close")
+		w.closeAfter, connection = true, "close"
 	case httpguts.HeaderValuesContainsToken(h["Connection"], "close"):
 		w.closeAfter = true
-	case keepAlive10:
-		h.Set("Connection", "keep-alive")
+	case !w.req.ProtoAtLeast(1, 1) && w.declared >= 0: // an HTTP/1.0 client that asked to keep alive
+		connection = "keep-alive"
 	}
+	if connection != "" {
+		h.Del("Connection")
+	}
+	bw := w.c.bw
 	w.writeStatusLine(w.status)
 	w.writeFields(h, date())
-	_, _ = w.c.bw.WriteString("\r\n")
+	if addLength {
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(w.c.num[:0], w.written, 10))
+		_, _ = bw.WriteString("\r\n")
+	}
+	if w.chunked {
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if connection != "" {
+		_, _ = bw.WriteString("Connection: ")
+		_, _ = bw.WriteString(connection)
+		_, _ = bw.WriteString("\r\n")
+	}
+	_, _ = bw.WriteString("\r\n")
 	held := w.c.scratch
 	w.c.scratch = w.c.scratch[:0]
 	if len(held) > 0 {
@@ -270,8 +285,7 @@ func (w *response) writeBody(p []byte) {
 	bw := w.c.bw
 	var err error
 	if w.chunked {
-		var size [16]byte
-		_, _ = bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
+		_, _ = bw.Write(strconv.AppendInt(w.c.num[:0], int64(len(p)), 16))
 		_, _ = bw.WriteString("\r\n")
 		_, _ = bw.Write(p)
 		_, err = bw.WriteString("\r\n")
@@ -303,8 +317,7 @@ func (w *response) breakConn() {
 func (w *response) writeStatusLine(code int) {
 	bw := w.c.bw
 	_, _ = bw.WriteString("HTTP/1.1 ")
-	var num [8]byte
-	_, _ = bw.Write(strconv.AppendInt(num[:0], int64(code), 10))
+	_, _ = bw.Write(strconv.AppendInt(w.c.num[:0], int64(code), 10))
 	_ = bw.WriteByte(' ')
 	text := http.StatusText(code)
 	if text == "" {
