@@ -48,9 +48,11 @@ type ListenerOptions struct {
 
 // Listeners is a manager runnable that serves the gateway on the addresses of
 // Switchboard's Gateways — each Gateway's own IP, on the ports of its HTTP and HTTPS
-// listeners — opening and closing them as Gateways change. On an HTTPS port it
-// terminates TLS (HTTP/2 and HTTP/1.1, by ALPN) with the certificate of the listener
-// that owns the client's server name, read at each handshake from the route table. An
+// listeners — opening and closing them as Gateways change. On an HTTP port it serves
+// HTTP/1.1 with package h1serve (and HTTP/2 to clients with prior knowledge). On an HTTPS
+// port it terminates TLS (HTTP/2 and HTTP/1.1, by ALPN, with net/http's server) with the
+// certificate of the listener that owns the client's server name, read at each handshake
+// from the route table. An
 // address that cannot be bound is logged, counted in
 // switchboard_gateway_listener_bind_failures_total, reported by Report and retried at
 // the next sync.
@@ -230,8 +232,8 @@ func (l *Listeners) serve(ctx context.Context, addr routetable.Addr, owners map[
 		// The certificates come from TLSConfig; ServeTLS also offers HTTP/2 by ALPN.
 		srv, serve = tlsSrv, func(ln net.Listener) error { return tlsSrv.ServeTLS(ln, "", "") }
 	} else {
-		clear := inbound.NewClearTextServer(l.g.Handler(addr), l.g.opts.Inbound)
-		srv, serve = clear, clear.Serve
+		plain := inbound.NewClearTextServer(l.g.Handler(addr), l.g.opts.Inbound)
+		srv, serve = plain, plain.Serve
 	}
 	l.servers[addr] = srv
 	log.FromContext(ctx).Info("Serving gateway listener", "address", ln.Addr().String(), "tls", addr.TLS)
