@@ -689,3 +689,28 @@ func TestShutdownWaitsForRequestsAndClosesIdleConnections(t *testing.T) {
 		t.Error("the listener still accepts after Shutdown")
 	}
 }
+
+func TestShutdownClosesConnectionsThatSentNothing(t *testing.T) {
+	s := &Server{ReadHeaderTimeout: time.Minute, Handler: http.NotFoundHandler()}
+	addr, ln := serve(t, s)
+	silent := dial(t, addr)
+	waitFor(t, func() bool { return ln.accepted.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown with a connection that never sent a request: %v, want it closed at once", err)
+	}
+	if !silent.closed() {
+		t.Error("the silent connection is still open")
+	}
+}
+
+// waitFor polls cond until it holds, for up to 5s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+	}
+}
