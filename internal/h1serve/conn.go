@@ -141,6 +141,9 @@ func (c *conn) serve() {
 		switch c.serveRequest(req) {
 		case closeConn:
 			return
+		case closeUnread:
+			c.linger()
+			return
 		case hijacked:
 			owned = false
 			return
@@ -253,16 +256,23 @@ func (c *conn) refuse(code int, reason string) {
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), text)
-	if c.bw.Flush() != nil {
-		return
+	if c.bw.Flush() == nil {
+		c.linger()
 	}
+}
+
+// linger ends a connection whose client may still be sending (a request body the
+// server did not read): it stops writing, then reads and discards what arrives for up to
+// rstAvoidanceDelay or until the client closes. Closing with unread bytes would reset
+// the connection, and the client could lose the answer before reading it.
+func (c *conn) linger() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 		_ = c.nc.SetReadDeadline(time.Now().Add(rstAvoidanceDelay))
 		_, _ = io.Copy(io.Discard, c.nc)
 	}
 }
 
-// rstAvoidanceDelay is how long refuse reads after answering, as net/http waits.
+// rstAvoidanceDelay is how long linger reads, as net/http waits.
 const rstAvoidanceDelay = 500 * time.Millisecond
 
 // outcome is what happened to the connection during a request.
@@ -271,6 +281,7 @@ type outcome int
 const (
 	keepAlive outcome = iota
 	closeConn
+	closeUnread // close, with some of the request body unread (see linger)
 	hijacked
 )
 
@@ -288,7 +299,7 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 			w.header.Set("Connection", "close")
 			w.WriteHeader(http.StatusExpectationFailed)
 			w.finish()
-			return closeConn
+			return closeUnread
 		}
 		w.expectContinue = req.ProtoAtLeast(1, 1) && req.ContentLength != 0
 		req.Header.Del("Expect")
@@ -309,11 +320,16 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 		return hijacked
 	}
 	w.finish()
-	if w.broken || req.Close || w.closeAfter {
+	switch {
+	case w.broken:
 		return closeConn
-	}
-	if !w.drain() {
-		return closeConn
+	case req.Close || w.closeAfter:
+		if w.bodyRead() {
+			return closeConn
+		}
+		return closeUnread
+	case !w.drain():
+		return closeUnread
 	}
 	return keepAlive
 }

@@ -185,6 +185,11 @@ func (w *response) finish() {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.committed {
+		// As net/http does, read what the handler left of the request body before the
+		// head goes out, so that the head can say whether the connection stays open.
+		if w.mayKeepAlive() && !w.drain() {
+			w.closeAfter = true
+		}
 		w.commit(true)
 	}
 	if w.chunked {
@@ -198,11 +203,18 @@ func (w *response) finish() {
 	}
 }
 
+// bodyRead reports whether the request had no body or it was read to its end.
+func (w *response) bodyRead() bool { return w.reqBody == http.NoBody || w.body.eof.Load() }
+
 // drain reads what is left of the request body, so that the connection can carry the
-// next request; it reports false when the connection must close instead.
+// next request; it reports false when the connection must close instead, at once when a
+// read of the body failed (its end can no longer be found in time).
 func (w *response) drain() bool {
-	if w.reqBody == http.NoBody || w.body.eof.Load() {
+	if w.bodyRead() {
 		return true
+	}
+	if w.body.failed.Load() {
+		return false
 	}
 	w.mu.Lock()
 	waiting := w.expectContinue && !w.sentContinue
@@ -212,7 +224,17 @@ func (w *response) drain() bool {
 	}
 	_ = w.c.nc.SetReadDeadline(time.Now().Add(w.c.srv.readHeaderTimeout()))
 	_, err := io.CopyN(io.Discard, w.reqBody, maxDrainBytes+1)
-	return errors.Is(err, io.EOF)
+	if !errors.Is(err, io.EOF) {
+		return false
+	}
+	w.body.eof.Store(true)
+	return true
+}
+
+// mayKeepAlive reports whether nothing yet closes the connection after the response.
+func (w *response) mayKeepAlive() bool {
+	return !w.req.Close && !w.closeAfter && !w.c.srv.closing.Load() &&
+		!httpguts.HeaderValuesContainsToken(w.header["Connection"], "close")
 }
 
 // commit frames the response and writes its head, followed by the body held so far.
@@ -408,8 +430,9 @@ func bodyAllowed(status int) bool {
 // has been read to its end.
 type body struct {
 	io.ReadCloser
-	w   *response
-	eof atomic.Bool
+	w      *response
+	eof    atomic.Bool
+	failed atomic.Bool // a read failed (a deadline, a broken connection, bad framing)
 }
 
 // Read implements io.Reader.
@@ -419,8 +442,14 @@ func (b *body) Read(p []byte) (int, error) {
 		w.sendContinue()
 	}
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.eof.Swap(true) {
-		w.c.watch.arm(w)
+	switch {
+	case err == nil:
+	case err == io.EOF:
+		if !b.eof.Swap(true) {
+			w.c.watch.arm(w)
+		}
+	default:
+		b.failed.Store(true)
 	}
 	return n, err
 }

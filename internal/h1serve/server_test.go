@@ -2,6 +2,7 @@ package h1serve
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -412,11 +413,48 @@ func TestReadsWhatTheHandlerLeftOfTheBody(t *testing.T) {
 	c = dial(t, addr)
 	c.send(fmt.Sprintf("POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", 2*maxDrainBytes))
 	go io.Copy(c.nc, io.LimitReader(zeros{}, 2*maxDrainBytes))
-	if resp, _ := c.response(http.MethodPost); resp.StatusCode != 200 {
-		t.Errorf("status %d, want 200", resp.StatusCode)
+	if resp, _ := c.response(http.MethodPost); resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("status %d, close %t; want 200 and close", resp.StatusCode, resp.Close)
 	}
 	if !c.closed() {
 		t.Error("connection left open with most of a body unread")
+	}
+}
+
+func TestAnswersAtOnceAfterAFailedBodyRead(t *testing.T) {
+	// The server would wait up to a minute for the rest of the body; the client, 10 s.
+	addr, _ := serve(t, &Server{ReadHeaderTimeout: time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := io.ReadAll(r.Body); err != nil {
+			w.WriteHeader(http.StatusRequestTimeout)
+		}
+	})})
+	c := dial(t, addr)
+	c.send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nonly part")
+	if resp, _ := c.response(http.MethodPost); resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+		t.Errorf("status %d, close %t; want 408 and close", resp.StatusCode, resp.Close)
+	}
+}
+
+func TestAnAnswerBeforeAnUnreadBodyReachesTheClient(t *testing.T) {
+	addr, _ := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge) // without reading the body
+	})})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), 4<<20)
+	// The server closes the connection with most of the body unread, and says so in the
+	// answer; closing at once would reset the connection while the client still writes,
+	// and the client would lose the answer.
+	for i := range 20 {
+		resp, err := (&http.Client{Transport: tr}).Post("http://"+addr+"/", "text/plain", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("request %d: %v, want the 413", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Fatalf("request %d: status %d, close %t; want 413 and close", i, resp.StatusCode, resp.Close)
+		}
 	}
 }
 
