@@ -299,7 +299,7 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 			w.header.Set("Connection", "close")
 			w.WriteHeader(http.StatusExpectationFailed)
 			w.finish()
-			return closeUnread
+			return w.outcome()
 		}
 		w.expectContinue = req.ProtoAtLeast(1, 1) && req.ContentLength != 0
 		req.Header.Del("Expect")
@@ -312,6 +312,7 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 		c.watch.arm(w)
 	}
 	returned := c.handle(w)
+	w.body.ended.Store(true)
 	c.watch.stop() // before anything else reads the connection
 	if !returned {
 		return closeConn
@@ -320,18 +321,7 @@ func (c *conn) serveRequest(req *http.Request) outcome {
 		return hijacked
 	}
 	w.finish()
-	switch {
-	case w.broken:
-		return closeConn
-	case req.Close || w.closeAfter:
-		if w.bodyRead() {
-			return closeConn
-		}
-		return closeUnread
-	case !w.drain():
-		return closeUnread
-	}
-	return keepAlive
+	return w.outcome()
 }
 
 // handle runs the handler and reports whether it returned; a handler that panicked

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,10 +30,12 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	var logged lastLine
+	var served atomic.Int64 // requests the handler saw, for the input being fuzzed
 	s := &Server{
 		ErrorLog:          log.New(&logged, "", 0),
 		ReadHeaderTimeout: 2 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
 			n, err := io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Length", "0") // every response parses alike, HEAD or not
 			w.Header().Set("X-Read", r.Method+" "+r.URL.Path)
@@ -47,14 +50,15 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
+	serving := make(chan error, 1)
+	go func() { serving <- s.Serve(ln) }()
 	f.Cleanup(func() {
 		_ = s.Close()
-		<-served
+		<-serving
 	})
 
 	f.Fuzz(func(t *testing.T, input []byte) {
+		served.Store(0)
 		nc, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -69,6 +73,8 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 		if err != nil && !isReset(err) {
 			t.Fatalf("the server did not end the connection: %v", err)
 		}
+		whole := err == nil // a reset may have lost answers the server sent
+		answered := 0       // responses from the handler
 		br := bufio.NewReader(bytes.NewReader(out))
 		for {
 			if _, err := br.Peek(1); errors.Is(err, io.EOF) {
@@ -81,6 +87,12 @@ func FuzzAnswersAnyBytes(f *testing.F) {
 			if _, err := io.Copy(io.Discard, resp.Body); err != nil && !isReset(err) {
 				t.Fatalf("malformed response body to %q: %v in %q", input, err, out)
 			}
+			if resp.Header.Get("X-Read") != "" {
+				answered++
+			}
+		}
+		if n := served.Load(); whole && int64(answered) != n {
+			t.Fatalf("%d answers from the handler to %q, which served %d requests: %q", answered, input, n, out)
 		}
 		if msg := logged.String(); msg != "" {
 			t.Fatalf("the server logged %q for %q", msg, input)

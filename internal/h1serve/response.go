@@ -231,6 +231,21 @@ func (w *response) drain() bool {
 	return true
 }
 
+// outcome is what becomes of the connection once the response is finished: it closes
+// when it failed or the response said so, lingering while a body is left unread, and
+// otherwise carries the next request once the rest of the body is read.
+func (w *response) outcome() outcome {
+	switch {
+	case w.broken:
+		return closeConn
+	case w.closeAfter && w.bodyRead():
+		return closeConn
+	case w.closeAfter || !w.drain():
+		return closeUnread
+	}
+	return keepAlive
+}
+
 // mayKeepAlive reports whether nothing yet closes the connection after the response.
 func (w *response) mayKeepAlive() bool {
 	return !w.req.Close && !w.closeAfter && !w.c.srv.closing.Load() &&
@@ -426,17 +441,23 @@ func bodyAllowed(status int) bool {
 }
 
 // body is the request body the handler reads: it sends the interim 100 Continue the
-// client expects before the first read, and starts the connection's watch once the body
-// has been read to its end.
+// client expects before the first read, starts the connection's watch once the body has
+// been read to its end, and fails reads once the handler has returned.
 type body struct {
 	io.ReadCloser
 	w      *response
 	eof    atomic.Bool
 	failed atomic.Bool // a read failed (a deadline, a broken connection, bad framing)
+	// ended is set when the handler has returned: from then on the connection's reader
+	// is the server's, and reads fail as they do once net/http closed a body.
+	ended atomic.Bool
 }
 
 // Read implements io.Reader.
 func (b *body) Read(p []byte) (int, error) {
+	if b.ended.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
 	w := b.w
 	if w.expectContinue {
 		w.sendContinue()

@@ -410,14 +410,21 @@ func TestReadsWhatTheHandlerLeftOfTheBody(t *testing.T) {
 	}
 
 	// A body beyond what the server reads on the handler's behalf closes the connection.
-	c = dial(t, addr)
+	dial(t, addr).postTooLongToDrain()
+}
+
+// postTooLongToDrain sends a body twice as long as the server reads on a handler's
+// behalf, for a handler that answers 200 without reading it: the answer must say that
+// the connection closes, and the server must close it.
+func (c *rawClient) postTooLongToDrain() {
+	c.t.Helper()
 	c.send(fmt.Sprintf("POST /big HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", 2*maxDrainBytes))
 	go io.Copy(c.nc, io.LimitReader(zeros{}, 2*maxDrainBytes))
 	if resp, _ := c.response(http.MethodPost); resp.StatusCode != 200 || !resp.Close {
-		t.Errorf("status %d, close %t; want 200 and close", resp.StatusCode, resp.Close)
+		c.t.Errorf("status %d, close %t; want 200 and close", resp.StatusCode, resp.Close)
 	}
 	if !c.closed() {
-		t.Error("connection left open with most of a body unread")
+		c.t.Error("connection left open with most of a body unread")
 	}
 }
 
@@ -509,11 +516,12 @@ func TestKeepsTheNextRequestTheWatchRead(t *testing.T) {
 
 func TestALateReadOfAFinishedBodyLeavesTheConnectionAlone(t *testing.T) {
 	goLate, lateRead := make(chan struct{}), make(chan struct{})
+	var lateErr error
 	addr, _ := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/first" {
 			go func() { // reads on, during the next request, after the server drained the body
 				<-goLate
-				io.ReadAll(r.Body)
+				_, lateErr = io.ReadAll(r.Body)
 				close(lateRead)
 			}()
 			io.WriteString(w, r.Method+" "+r.URL.Path)
@@ -537,6 +545,23 @@ func TestALateReadOfAFinishedBodyLeavesTheConnectionAlone(t *testing.T) {
 	c.send("xyz")
 	if _, body := c.response(http.MethodPost); body != "POST /second xyz" {
 		t.Errorf("body %q, want POST /second xyz", body)
+	}
+	if !errors.Is(lateErr, http.ErrBodyReadAfterClose) {
+		t.Errorf("a read after the handler returned: %v, want %v", lateErr, http.ErrBodyReadAfterClose)
+	}
+}
+
+// TestALateReadOfAnUnreadBodyFails reads a body the handler left unread once the server
+// has answered and is ending the connection: the read takes nothing from the connection,
+// which is the server's.
+func TestALateReadOfAnUnreadBodyFails(t *testing.T) {
+	bodies := make(chan io.Reader, 1)
+	addr, _ := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bodies <- r.Body
+	})})
+	dial(t, addr).postTooLongToDrain()
+	if n, err := (<-bodies).Read(make([]byte, 10)); !errors.Is(err, http.ErrBodyReadAfterClose) {
+		t.Errorf("a read after the connection closed: %d bytes, %v; want %v", n, err, http.ErrBodyReadAfterClose)
 	}
 }
 

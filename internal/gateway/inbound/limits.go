@@ -88,13 +88,13 @@ func NewServer(h http.Handler, l Limits) *http.Server {
 func NewClearTextServer(h http.Handler, l Limits) *h1serve.Server {
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
-	l = l.WithDefaults()
+	h2 := newServer(h, l, &protocols)
 	return &h1serve.Server{
 		Handler:           h,
-		ReadHeaderTimeout: l.ReadHeaderTimeout,
-		IdleTimeout:       l.IdleTimeout,
-		MaxHeaderBytes:    l.MaxHeaderBytes,
-		HTTP2:             newServer(h, l, &protocols),
+		ReadHeaderTimeout: h2.ReadHeaderTimeout,
+		IdleTimeout:       h2.IdleTimeout,
+		MaxHeaderBytes:    h2.MaxHeaderBytes,
+		HTTP2:             h2,
 	}
 }
 
