@@ -5,33 +5,34 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
 )
 
-// Hot is one pod's state that routing decisions read for every candidate: its request
-// counters and the summary of its latest metrics snapshot, in two cache lines and free
-// of pointers. Cells are allocated in slabs in the order pods are added, and candidate
-// sets list them beside their pods (PodSet), so that a decision over thousands of
-// candidates reads one small cell each, mostly in sequence, rather than chasing pointers
-// from each Pod. A Hot is shared by every version of its pod.
+// Hot is the summary of one pod's latest metrics snapshot, the part of a pod that
+// routing decisions read for every candidate besides its in-flight count: two cache
+// lines, free of pointers and written only by scrapes. Cells are allocated in slabs in
+// the order pods are added, and candidate sets list them beside their pods (PodSet), so
+// that a decision over thousands of candidates reads one small cell each, mostly in
+// sequence, rather than chasing pointers from each Pod. A Hot is shared by every version
+// of its pod.
 //
-// Synchronisation model: the counters are atomic (see Load). Each word of the summary is
-// stored and loaded atomically, without a lock on the read side: a reader racing a store
-// may combine words of two consecutive snapshots of the engine, which routing tolerates
-// as it tolerates metrics one scrape old. The words are written by podState, which
-// serialises its writers.
+// Synchronisation model: each word of the summary is stored and loaded atomically,
+// without a lock on the read side: a reader racing a store may combine words of two
+// consecutive snapshots of the engine, which routing tolerates as it tolerates metrics
+// one scrape old. The words are written by podState, which serialises its writers.
 type Hot struct {
-	Load
 	summary [summaryWords]atomic.Uint64
+	_       [16 - summaryWords]uint64 // to two cache lines
 }
 
 // summaryWords is the size of a stored metrics summary in 64-bit words.
 const summaryWords = 11
 
-// The summary's words. The first three share the cell's first cache line with the
-// counters; the next five are what a prediction of the time to first token reads of
-// most engines (Backlog), in the second line with the rest.
+// The summary's words. The first eight, in the cell's first cache line, are what most
+// decisions read: the KV cache (KV) and what a prediction of the time to first token
+// reads of an engine with room (Backlog).
 const (
 	wordScrapedAt = iota
 	wordUsage
@@ -54,9 +55,21 @@ const learntBit = 1 << 63
 // no pointer and so starts on a page, keeping every cell within its two cache lines.
 const hotSlab = 64
 
-// hotAllocator hands out cells from slabs. It is not safe for concurrent use; the Cache
-// calls it under its writer lock.
-type hotAllocator struct{ slab []Hot }
+// countSlab is the number of in-flight counts allocated together, 4 KiB: countLines
+// cache lines of eight counts each.
+const (
+	countSlab  = 512
+	countLines = countSlab / 8
+)
+
+// hotAllocator hands out cells and in-flight counts from slabs. It is not safe for
+// concurrent use; the Cache calls it under its writer lock.
+type hotAllocator struct {
+	slab   []Hot
+	counts []Count
+	// nextCount is the number of counts handed out of the current slab.
+	nextCount int
+}
 
 // next returns a fresh cell.
 func (a *hotAllocator) next() *Hot {
@@ -68,24 +81,48 @@ func (a *hotAllocator) next() *Hot {
 	return h
 }
 
-// podState is the state every version of a pod shares: its hot cell and its latest
-// metrics snapshot. mu serialises the writers of both; gen counts the resets (the pod
-// moved to another address), and a scrape of an older gen is discarded under mu, so that
-// nothing of the old address's engine is stored after a reset.
+// count returns a fresh count. The counts of a slab are handed out a cache line apart,
+// the next line each time, so that pods added one after another, which round-robin
+// reserves one after another from different cores, write different lines; a pass over
+// the pods in that order still reads each line of the slab eight times while it holds
+// the slab's 4 KiB.
+func (a *hotAllocator) count() *Count {
+	if a.nextCount == 0 {
+		a.counts = make([]Count, countSlab)
+	}
+	j := a.nextCount
+	a.nextCount = (j + 1) % countSlab
+	return &a.counts[j%countLines*8+j/countLines]
+}
+
+// podState is the state every version of a pod shares: its request counters, its hot
+// cell and its latest metrics snapshot. mu serialises the writers of the cell and the
+// snapshot; gen counts the resets (the pod moved to another address), and a scrape of an
+// older gen is discarded under mu, so that nothing of the old address's engine is stored
+// after a reset.
+//
+// A podState is two cache lines, the first the counters that reservations write (all but
+// the in-flight count, which is in a slab of counts), the second what scrapes write: 128
+// bytes, a size class of the Go allocator whose objects start on line boundaries, so that
+// reservations of two pods, such as two made at once on two cores by round-robin, write
+// no line in common.
 type podState struct {
-	hot *Hot
+	load Load
+	hot  *Hot
+	_    [64 - unsafe.Sizeof(Load{}) - unsafe.Sizeof((*Hot)(nil))]byte
 	// id holds the pod's key as text (endpoint.Key.String), made once for every
 	// version, as the one value of a header.
 	id      []string
 	metrics atomic.Pointer[endpoint.Metrics]
 	mu      sync.Mutex
 	gen     uint64 // guarded by mu
+	_       [64 - unsafe.Sizeof([]string{}) - 8 - unsafe.Sizeof(sync.Mutex{}) - 8]byte
 }
 
 // newPodState returns the shared state of a new pod k, with a fresh cell. The caller
 // holds c.mu.
 func (c *Cache) newPodState(k endpoint.Key) *podState {
-	return &podState{hot: c.cells.next(), id: []string{k.String()}}
+	return &podState{load: Load{inFlight: c.cells.count()}, hot: c.cells.next(), id: []string{k.String()}}
 }
 
 // store makes m the latest snapshot if the state is still at gen, and reports whether it
@@ -263,13 +300,15 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 }
 
 // PodSet is an immutable list of pods, sorted by key, with, index for index, their hot
-// cells: the form in which candidates reach routing decisions. Its slices MUST NOT be
-// modified.
+// cells and in-flight counts: the form in which candidates reach routing decisions. Its
+// slices MUST NOT be modified.
 type PodSet struct {
 	// Pods are the pods, sorted by key (see FindPod).
 	Pods []*Pod
 	// Hot are the pods' cells: Hot[i] is Pods[i].Hot().
 	Hot []*Hot
+	// Counts are the pods' in-flight counts: Counts[i] is the one Pods[i].Load() counts.
+	Counts []*Count
 }
 
 // NewPodSet returns the set of pods, which it keeps if they are sorted by key and sorts
@@ -285,11 +324,11 @@ func NewPodSet(pods []*Pod) PodSet {
 // published once per change of any of its pods, and checking the order each time would
 // make registering a large fleet quadratic in key comparisons.
 func sortedPodSet(pods []*Pod) PodSet {
-	hot := make([]*Hot, len(pods))
+	hot, counts := make([]*Hot, len(pods)), make([]*Count, len(pods))
 	for i, p := range pods {
-		hot[i] = p.hot
+		hot[i], counts[i] = p.hot, p.state.load.inFlight
 	}
-	return PodSet{Pods: pods, Hot: hot}
+	return PodSet{Pods: pods, Hot: hot, Counts: counts}
 }
 
 // Len returns the number of pods.
@@ -302,12 +341,14 @@ func (s PodSet) Filter(keep func(*Pod) bool) PodSet {
 		if keep(p) {
 			continue
 		}
-		out := PodSet{Pods: make([]*Pod, i, len(s.Pods)-1), Hot: make([]*Hot, i, len(s.Pods)-1)}
+		n := len(s.Pods) - 1
+		out := PodSet{Pods: make([]*Pod, i, n), Hot: make([]*Hot, i, n), Counts: make([]*Count, i, n)}
 		copy(out.Pods, s.Pods[:i])
 		copy(out.Hot, s.Hot[:i])
+		copy(out.Counts, s.Counts[:i])
 		for j := i + 1; j < len(s.Pods); j++ {
 			if keep(s.Pods[j]) {
-				out.Pods, out.Hot = append(out.Pods, s.Pods[j]), append(out.Hot, s.Hot[j])
+				out.Pods, out.Hot, out.Counts = append(out.Pods, s.Pods[j]), append(out.Hot, s.Hot[j]), append(out.Counts, s.Counts[j])
 			}
 		}
 		return out

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -90,6 +91,60 @@ func TestHotCellsKeepToTheirCacheLines(t *testing.T) {
 	}
 }
 
+// TestPodStatesKeepToTheirCacheLines checks that the counters reservations write are a
+// cache line of their own in every pod's state, apart from what scrapes write and from
+// the pods added before and after.
+func TestPodStatesKeepToTheirCacheLines(t *testing.T) {
+	if size, second := unsafe.Sizeof(podState{}), unsafe.Offsetof(podState{}.id); size != 128 || second != 64 {
+		t.Errorf("a podState is %d bytes with its scrape half at %d, want 128 and 64", size, second)
+	}
+	c := New()
+	for i := range 64 {
+		c.UpsertPod(makePod(fmt.Sprintf("p%02d", i)).Build())
+	}
+	m, _ := c.Model("llama")
+	for _, p := range m.PodSet().Pods {
+		if addr := uintptr(unsafe.Pointer(p.state)); addr%64 != 0 {
+			t.Fatalf("%s's state at %#x, not on a cache line", p.Key.Name, addr)
+		}
+	}
+}
+
+// TestCountsAreDense checks the layout least-request and round-robin read: the in-flight
+// counts of countSlab pods added one after another fill one 4 KiB block, eight to a cache
+// line, with any two pods added in turn on different lines; and a model's set lists each
+// pod's own count.
+func TestCountsAreDense(t *testing.T) {
+	c := New()
+	const pods = countSlab
+	for i := range pods {
+		c.UpsertPod(makePod(fmt.Sprintf("p%03d", i)).Build())
+	}
+	m, _ := c.Model("llama")
+	set := m.PodSet()
+	base := uintptr(unsafe.Pointer(set.Counts[0]))
+	for _, cnt := range set.Counts {
+		base = min(base, uintptr(unsafe.Pointer(cnt)))
+	}
+	seen := map[uintptr]bool{}
+	for i, cnt := range set.Counts {
+		at := uintptr(unsafe.Pointer(cnt)) - base
+		if at >= countSlab*unsafe.Sizeof(Count{}) || seen[at] {
+			t.Fatalf("count %d at offset %d of the block, or twice", i, at)
+		}
+		seen[at] = true
+		if prev := uintptr(unsafe.Pointer(set.Counts[max(i-1, 0)])) - base; i > 0 && prev/64 == at/64 {
+			t.Fatalf("counts %d and %d share a cache line", i-1, i)
+		}
+	}
+	for i, p := range set.Pods {
+		Tracker{}.Reserve(m, p, 1)
+		if set.Counts[i].Value() != 1 {
+			t.Fatalf("a reservation on %s counted %d on its set's count", p.Key.Name, set.Counts[i].Value())
+		}
+	}
+}
+
 // TestHotReadersRaceAStore reads a cell's summary while it is stored and reset; under
 // -race it checks that readers need no lock, and each read sees a stored scrape time.
 func TestHotReadersRaceAStore(t *testing.T) {
@@ -131,6 +186,11 @@ func TestPodSetFilter(t *testing.T) {
 	}
 	m, _ := c.Model("llama")
 	all := m.PodSet()
+	for i, p := range all.Pods {
+		for range i + 1 {
+			Tracker{}.Reserve(m, p, 1)
+		}
+	}
 	asked := map[string]int{}
 	got := all.Filter(func(p *Pod) bool { asked[p.Key.Name]++; return p.Key.Name != "b" && p.Key.Name != "d" })
 	var names []string
@@ -139,9 +199,12 @@ func TestPodSetFilter(t *testing.T) {
 		if got.Hot[i] != p.Hot() {
 			t.Errorf("Filter's cell %d is not pod %s's", i, p.Key.Name)
 		}
+		if n, want := got.Counts[i].Value(), p.Load().InFlight(); n != want || n == 0 {
+			t.Errorf("Filter's count %d reads %d, pod %s has %d in flight", i, n, p.Key.Name, want)
+		}
 	}
-	if !slices.Equal(names, []string{"a", "c"}) || len(got.Hot) != 2 {
-		t.Errorf("Filter kept %v (%d cells), want [a c]", names, len(got.Hot))
+	if !slices.Equal(names, []string{"a", "c"}) || len(got.Hot) != 2 || len(got.Counts) != 2 {
+		t.Errorf("Filter kept %v (%d cells, %d counts), want [a c]", names, len(got.Hot), len(got.Counts))
 	}
 	if len(asked) != 4 || asked["a"] != 1 || asked["b"] != 1 || asked["c"] != 1 || asked["d"] != 1 {
 		t.Errorf("Filter asked %v, want each pod once", asked)

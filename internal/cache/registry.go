@@ -21,9 +21,9 @@ import (
 type Pod struct {
 	endpoint.Endpoint
 
-	// hot holds the request counters, written by reservations, and the metrics summary;
-	// state holds hot and the metrics, stored by SetMetrics (scrapers). Both are read by
-	// anyone and shared across versions.
+	// hot holds the metrics summary; state holds the request counters, written by
+	// reservations, hot and the metrics, stored by SetMetrics (scrapers). Both are read
+	// by anyone and shared across versions.
 	hot   *Hot
 	state *podState
 	// gen is the state's gen when this version was published; the metrics of a scrape
@@ -35,7 +35,11 @@ type Pod struct {
 }
 
 // Load returns the pod's request counters.
-func (p *Pod) Load() *Load { return &p.hot.Load }
+func (p *Pod) Load() *Load { return &p.state.load }
+
+// MeanAge returns how long, on average, the pod's in-flight requests have run as of now
+// (Load.MeanAge).
+func (p *Pod) MeanAge(now time.Time) time.Duration { return p.state.load.MeanAge(now) }
 
 // Hot returns the pod's hot cell.
 func (p *Pod) Hot() *Hot { return p.hot }
@@ -739,7 +743,7 @@ func (c *Cache) join(ns string, rec *podRecord, claims []instanceClaim) []string
 func (c *Cache) modelLoad(name string) *ModelLoad {
 	l, ok := c.modelLoads[name]
 	if !ok {
-		l = new(ModelLoad)
+		l = newModelLoad()
 		c.modelLoads[name] = l
 	}
 	return l

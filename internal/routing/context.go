@@ -65,6 +65,10 @@ type RoutingContext struct {
 	// Cells are the candidates' hot cells, index for index, for algorithms that read
 	// only counters and metric summaries. The slice MUST NOT be modified.
 	Cells []*cache.Hot
+	// Counts are the candidates' in-flight counts, index for index, laid out densely for
+	// algorithms that read nothing else of most candidates. The slice MUST NOT be
+	// modified.
+	Counts []*cache.Count
 	// Now is when routing started; metrics staleness is judged at this instant.
 	Now time.Time
 
@@ -95,7 +99,7 @@ func NewRoutingContext(ctx context.Context, req Request, model *cache.Model, can
 // one after another route them without allocating.
 func (rc *RoutingContext) Init(ctx context.Context, req Request, model *cache.Model, candidates cache.PodSet) {
 	rc.Context, rc.Request, rc.Model = ctx, req, model
-	rc.Candidates, rc.Cells = candidates.Pods, candidates.Hot
+	rc.Candidates, rc.Cells, rc.Counts = candidates.Pods, candidates.Hot, candidates.Counts
 	rc.Now = time.Now()
 	rc.state.Store(0)
 	rc.settled, rc.target, rc.err = nil, nil, nil
@@ -250,3 +254,8 @@ func (t *Target) Release(tokensOut int64) {
 		t.admission.Released(t.Pod)
 	}
 }
+
+// InFlight returns the in-flight count of candidate i (Counts[i]). Calling it, routing
+// carries the count's inlinable body to the algorithms, which then inline Count.Value
+// without importing internal/cache themselves.
+func (rc *RoutingContext) InFlight(i int) int64 { return rc.Counts[i].Value() }

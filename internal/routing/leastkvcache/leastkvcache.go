@@ -64,13 +64,13 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // when no admitted pod has fresh metrics, for Pick to return routing.ErrUndecided and the
 // fallback to decide.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells, oldest := rc.Cells, e.Oldest(rc.Now)
+	cells, counts, oldest := rc.Cells, rc.Counts, e.Oldest(rc.Now)
 	g := shareOf{rc: rc, share: defaultRequestShare}
 	var ties routing.Ties
 	var best projection
 	limit := e.Bound()
 	for i, h := range cells {
-		n := h.InFlight()
+		n := counts[i].Value()
 		if n >= limit {
 			continue
 		}

@@ -82,13 +82,13 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // It declines when no admitted pod with fresh metrics has a learnt speed, for Pick to
 // return routing.ErrUndecided and the fallback to decide.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells, limit, oldest := rc.Cells, e.Bound(), e.Oldest(rc.Now)
+	cells, counts, limit, oldest := rc.Cells, rc.Counts, e.Bound(), e.Oldest(rc.Now)
 	var fleet ttft.Fleet
 	if limit == math.MaxInt64 {
 		fleet = r.pooled.Fleet(cells, rc.Now, e.StaleAfter)
 	} else {
-		for _, h := range cells {
-			if h.InFlight() < limit {
+		for i, h := range cells {
+			if counts[i].Value() < limit {
 				fleet.AddCell(h, oldest)
 			}
 		}
@@ -100,8 +100,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	prompt, output := lengths(rc)
 	var best routing.Lowest
 	for i, h := range cells {
-		if n := h.InFlight(); n < limit && h.ScrapedAt() >= oldest {
-			best.Offer(i, est.FromCell(h, n, prompt, output), n, r.rnd)
+		if n := counts[i].Value(); n < limit && h.ScrapedAt() >= oldest {
+			best.Offer(i, est.FromCell(h, rc.Candidates[i], n, prompt, output), n, r.rnd)
 		}
 	}
 	if !best.Offered() { // the pool was learnt, but no admitted pod is fresh now
@@ -123,7 +123,7 @@ func (*Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, sco
 	prompt, output := lengths(rc)
 	for j, i := range pods.Index {
 		if h := rc.Cells[i]; h.ScrapedAt() >= pods.Oldest {
-			scores[j] = -est.FromCell(h, pods.InFlight[j], prompt, output)
+			scores[j] = -est.FromCell(h, rc.Candidates[i], pods.InFlight[j], prompt, output)
 		} else {
 			scores[j] = math.NaN() // unknown
 		}

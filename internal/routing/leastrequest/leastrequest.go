@@ -1,6 +1,7 @@
 package leastrequest
 
 import (
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -66,33 +67,46 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // the drawn tie unfound; it then takes the pod of the least count it saw first, whose
 // count the reservation checks anyway.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells := rc.Cells
-	// least starts at the bound, so that the first admitted pod resets the ties counted
-	// of pods at the bound before it, and one comparison admits a pod and ranks it.
-	first, least, ties := -1, e.Bound(), 0
-	for i, h := range cells {
-		switch n := h.InFlight(); {
+	first, least, ties := leastOf(rc.Counts, e.Bound())
+	if first < 0 {
+		return 0, 0, false
+	}
+	if k := r.draw(ties); k > 0 {
+		if i, ok := nthAfter(rc.Counts, first, least, k); ok {
+			return i, least, true
+		}
+	}
+	return first, least, true
+}
+
+// leastOf returns the first of counts with the least value below bound, that value and
+// how many of counts have it; first is -1 when none is below bound. bound is where the
+// least starts, so that the first count below it resets the ties counted at it before,
+// and one comparison admits a count and ranks it.
+func leastOf(counts []*cache.Count, bound int64) (first int, least int64, ties int) {
+	first, least = -1, bound
+	for i, c := range counts {
+		switch n := c.Value(); {
 		case n < least:
 			first, least, ties = i, n, 1
 		case n == least:
 			ties++
 		}
 	}
-	if first < 0 {
-		return 0, 0, false
-	}
-	k := r.draw(ties)
-	if k == 0 {
-		return first, least, true
-	}
-	for i := first + 1; i < len(cells); i++ {
-		if cells[i].InFlight() == least {
+	return first, least, ties
+}
+
+// nthAfter returns the index of the k-th count after counts[first] whose value is least,
+// and false when fewer than k are.
+func nthAfter(counts []*cache.Count, first int, least int64, k int) (int, bool) {
+	for i := first + 1; i < len(counts); i++ {
+		if counts[i].Value() == least {
 			if k--; k == 0 {
-				return i, least, true
+				return i, true
 			}
 		}
 	}
-	return first, least, true
+	return 0, false
 }
 
 // draw returns a uniform index among ties equal candidates, drawing only when there are

@@ -169,7 +169,7 @@ func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, s
 		}
 		scores[j] = math.Inf(-1)
 		if n := pods.InFlight[j]; n < limit {
-			scores[j] = -cellTTFT(&estimate, cells[i], n, uncached, pods.Oldest)
+			scores[j] = -cellTTFT(&estimate, cells[i], rc.Candidates[i], n, uncached, pods.Oldest)
 		}
 	}
 	return nil
@@ -189,7 +189,7 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 	var best choice
 	for i := range cands {
 		if t, ok := d.predict(i); ok {
-			best.offer(i, t, cands[i].InFlight, cands[i].Load(), r.rnd)
+			best.offer(i, t, cands[i].InFlight, cands[i].Pod, r.rnd)
 		}
 	}
 	return best.chosen(r.rnd), nil
@@ -204,7 +204,7 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // pod.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	r.sweep(rc.Now)
-	cells := rc.Cells
+	pods, cells, counts := rc.Candidates, rc.Cells, rc.Counts
 	limit := e.Bound()
 	oldest := e.Oldest(rc.Now)
 
@@ -213,13 +213,13 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	var fleet ttft.Fleet
 	idlest := int64(math.MaxInt64)
 	if limit == math.MaxInt64 {
-		for _, h := range cells {
-			idlest = min(idlest, h.InFlight())
+		for _, c := range counts {
+			idlest = min(idlest, c.Value())
 		}
 		fleet = r.pooled.Fleet(cells, rc.Now, e.StaleAfter)
 	} else {
-		for _, h := range cells {
-			n := h.InFlight()
+		for i, h := range cells {
+			n := counts[i].Value()
 			if n >= limit {
 				continue
 			}
@@ -235,7 +235,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	tokens := r.promptTokens(rc)
 	var matchBuf [16]match                             // the matches of most prompts
 	find := func(k endpoint.Key) (int, uint64, bool) { // an admitted holder's place in cells
-		if i, ok := cache.FindPod(rc.Candidates, k); ok && cells[i].InFlight() < limit {
+		if i, ok := cache.FindPod(pods, k); ok && counts[i].Value() < limit {
 			return i, cells[i].Epoch(), true
 		}
 		return 0, 0, false
@@ -252,8 +252,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	for j := range matches {
 		m := &matches[j]
 		h := cells[m.candidate]
-		if m.inFlight = h.InFlight(); m.inFlight < cutoff {
-			m.ttft = cellTTFT(&estimate, h, m.inFlight, ch.uncached(m.blocks), oldest)
+		if m.inFlight = counts[m.candidate].Value(); m.inFlight < cutoff {
+			m.ttft = cellTTFT(&estimate, h, pods[m.candidate], m.inFlight, ch.uncached(m.blocks), oldest)
 			bound = min(bound, m.ttft)
 		}
 	}
@@ -261,14 +261,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
 			if m := matches[0]; m.inFlight < cutoff {
-				best.offer(i, m.ttft, m.inFlight, &h.Load, r.rnd)
+				best.offer(i, m.ttft, m.inFlight, pods[i], r.rnd)
 			}
 			matches = matches[1:]
 			continue
 		}
-		if n := h.InFlight(); n < cutoff {
-			if t := cellTTFT(&estimate, h, n, ch.cold, oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
-				best.offer(i, t, n, &h.Load, r.rnd)
+		if n := counts[i].Value(); n < cutoff {
+			if t := cellTTFT(&estimate, h, pods[i], n, ch.cold, oldest); best.ties.Len() == 0 || t <= min(bound, best.ttft) {
+				best.offer(i, t, n, pods[i], r.rnd)
 			}
 		}
 	}
@@ -278,10 +278,10 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	return best.chosen(r.rnd), best.inFlight, true
 }
 
-// cellTTFT predicts the time to first token on the pod of hot cell h, with n requests
-// of this process in flight, for uncached prompt tokens it is not expected to hold; the
+// cellTTFT predicts the time to first token on pod p, of hot cell h, with n requests of
+// this process in flight, for uncached prompt tokens it is not expected to hold; the
 // pod's metrics are fresh if scraped at oldest or later.
-func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64, oldest int64) float64 {
+func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, p *cache.Pod, n int64, uncached float64, oldest int64) float64 {
 	if h.ScrapedAt() < oldest {
 		return estimate.Unknown(uncached)
 	}
@@ -289,7 +289,7 @@ func cellTTFT(estimate *ttft.Estimator, h *cache.Hot, n int64, uncached float64,
 	if t, idle := estimate.Idle(&b, n, uncached); idle { // inlined: most pods of a decision
 		return t
 	}
-	return estimate.FromCell(h, n, uncached, 0)
+	return estimate.FromCell(h, p, n, uncached, 0)
 }
 
 // match is a candidate that holds leading blocks of the prompt and, once PickPod
@@ -605,16 +605,16 @@ func minInFlight(cands []routing.Candidate) int64 {
 type choice struct {
 	ttft     float64
 	inFlight int64
-	// counters are the best's; tokensIn is their TokensIn once read (tokensRead).
-	counters   *cache.Load
+	// pod is the best; tokensIn is its prompt tokens sent once read (tokensRead).
+	pod        *cache.Pod
 	tokensIn   int64
 	tokensRead bool
 	ties       routing.Ties
 }
 
-// offer considers candidate i, whose predicted time to first token, requests in flight
-// and counters are next.
-func (best *choice) offer(i int, ttft float64, inFlight int64, counters *cache.Load, rnd routing.Random) {
+// offer considers candidate i, pod, whose predicted time to first token and requests in
+// flight are next.
+func (best *choice) offer(i int, ttft float64, inFlight int64, pod *cache.Pod, rnd routing.Random) {
 	order, tokensIn, tokensRead := -1, int64(0), false
 	switch {
 	case best.ties.Len() == 0:
@@ -624,14 +624,14 @@ func (best *choice) offer(i int, ttft float64, inFlight int64, counters *cache.L
 		order = cmp.Compare(inFlight, best.inFlight)
 	default:
 		if !best.tokensRead {
-			best.tokensIn, best.tokensRead = best.counters.TokensIn(), true
+			best.tokensIn, best.tokensRead = best.pod.Load().TokensIn(), true
 		}
-		tokensIn, tokensRead = counters.TokensIn(), true
+		tokensIn, tokensRead = pod.Load().TokensIn(), true
 		order = cmp.Compare(tokensIn, best.tokensIn)
 	}
 	switch order {
 	case -1:
-		best.ttft, best.inFlight, best.counters = ttft, inFlight, counters
+		best.ttft, best.inFlight, best.pod = ttft, inFlight, pod
 		best.tokensIn, best.tokensRead = tokensIn, tokensRead
 		best.ties.Reset(i)
 	case 0:

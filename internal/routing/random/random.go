@@ -30,7 +30,7 @@ func New(rnd routing.Random) *Router {
 // below it. It reads one counter.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	i := r.rnd(len(rc.Cells))
-	n := rc.Cells[i].InFlight()
+	n := rc.InFlight(i)
 	return i, n, e.Admits(n)
 }
 

@@ -39,7 +39,7 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // the next turn among the pods below it. It reads one counter.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	i := r.turn(len(rc.Cells))
-	n := rc.Cells[i].InFlight()
+	n := rc.InFlight(i)
 	return i, n, e.Admits(n)
 }
 

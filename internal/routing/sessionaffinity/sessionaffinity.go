@@ -101,14 +101,14 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // PickPod is Pick straight from the candidates, among those e admits. It declines for a
 // request without a session id, for Pick to defer to the fallback.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	pods, cells := rc.Candidates, rc.Cells
+	pods := rc.Candidates
 	i, ok := r.pick(rc, len(pods), func(i int) endpoint.Key { return pods[i].Key },
-		func(i int) bool { return e.Admits(cells[i].InFlight()) })
+		func(i int) bool { return e.Admits(rc.InFlight(i)) })
 	if !ok {
 		return 0, 0, false
 	}
 	// Read again: a count grown since only fails the reservation, which decides again.
-	return i, cells[i].InFlight(), true
+	return i, rc.InFlight(i), true
 }
 
 // pick returns the index of the session's endpoint among n endpoints, sorted by key

@@ -82,10 +82,10 @@ func TestEveryStrategyRoutesOnlyToCandidates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			instances := fleet.Pods()[2:6]
+			instances := cache.NewPodSet(fleet.Pods()[2:6])
 			for i := range 50 {
 				rc := fleet.Context(routing.Request{Prompt: fmt.Sprintf("%0200d", i%5), PromptTokens: 50})
-				rc.Candidates = instances
+				rc.Candidates, rc.Cells, rc.Counts = instances.Pods, instances.Hot, instances.Counts
 				if i%2 == 0 {
 					rc.Headers = map[string][]string{"X-Session-Id": {fmt.Sprint(i % 3)}}
 				}
@@ -94,7 +94,7 @@ func TestEveryStrategyRoutesOnlyToCandidates(t *testing.T) {
 				if err != nil {
 					t.Fatalf("request %d: %v", i, err)
 				}
-				if !slices.Contains(instances, target.Pod) {
+				if !slices.Contains(instances.Pods, target.Pod) {
 					t.Fatalf("request %d routed to %s, not a candidate", i, target.Pod.Key)
 				}
 				target.Release(1)

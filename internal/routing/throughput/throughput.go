@@ -132,10 +132,10 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // two passes: one sums the fleet, the other chooses. It declines when no admitted pod
 // has fresh metrics, for Pick to return routing.ErrUndecided and the fallback to decide.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells, limit, oldest := rc.Cells, e.Bound(), e.Oldest(rc.Now)
+	cells, counts, limit, oldest := rc.Cells, rc.Counts, e.Bound(), e.Oldest(rc.Now)
 	var f fleet
-	for _, h := range cells {
-		if h.InFlight() < limit {
+	for i, h := range cells {
+		if counts[i].Value() < limit {
 			if t := h.Throughput(); t.ScrapedAt >= oldest {
 				f.add(t.TokensPerSecond, t.Known, t.Running)
 			}
@@ -144,7 +144,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	f.done()
 	var best routing.Lowest
 	for i, h := range cells {
-		if n := h.InFlight(); n < limit {
+		if n := counts[i].Value(); n < limit {
 			if t := h.Throughput(); t.ScrapedAt >= oldest {
 				best.Offer(i, f.projected(t.TokensPerSecond, t.Running, n), n, r.rnd)
 			}

@@ -55,7 +55,7 @@ type Engine struct {
 }
 
 // Ages tells how long, on average, an engine's in-flight requests have run as of now;
-// cache.Load is one.
+// cache.Load and cache.Pod are.
 type Ages interface {
 	MeanAge(now time.Time) time.Duration
 }
@@ -209,10 +209,11 @@ func (e *Estimator) decode(learnt bool, perToken, output float64) float64 {
 }
 
 // FromCell is Latency for the engine whose hot cell is h, with n requests of this
-// process in flight there and its metrics fresh, read from the cell; with no output
-// tokens, it is TTFT. Where the request would not wait (Idle), it reads the cell's
-// Backlog, one cache line, and its speed only for output tokens.
-func (e *Estimator) FromCell(h *cache.Hot, n int64, uncached, output float64) float64 {
+// process in flight there, of the ages that ages tells, and its metrics fresh, read from
+// the cell; with no output tokens, it is TTFT. Where the request would not wait (Idle),
+// it reads the cell's Backlog, one cache line, and its speed only for output tokens,
+// and never asks ages.
+func (e *Estimator) FromCell(h *cache.Hot, ages Ages, n int64, uncached, output float64) float64 {
 	b := h.Backlog()
 	if t, idle := e.Idle(&b, n, uncached); idle {
 		if output > 0 {
@@ -221,7 +222,7 @@ func (e *Estimator) FromCell(h *cache.Hot, n int64, uncached, output float64) fl
 		}
 		return t
 	}
-	en := Engine{InFlight: n, Ages: h, Known: true, Queue: h.Queue(), Speed: h.Speed()}
+	en := Engine{InFlight: n, Ages: ages, Known: true, Queue: h.Queue(), Speed: h.Speed()}
 	return e.Predict(&en, uncached, output)
 }
 

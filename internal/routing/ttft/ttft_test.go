@@ -149,9 +149,9 @@ func TestCellIsTTFT(t *testing.T) {
 			h, n := rc.Cells[i], cands[i].InFlight
 			got := est.Unknown(uncached)
 			if cands[i].Metrics != nil {
-				got = est.FromCell(h, n, uncached, 0)
+				got = est.FromCell(h, cands[i].Pod, n, uncached, 0)
 				output := float64(rnd.IntN(500))
-				if got, want := est.FromCell(h, n, uncached, output), est.Latency(&cands[i], uncached, output); got != want {
+				if got, want := est.FromCell(h, cands[i].Pod, n, uncached, output), est.Latency(&cands[i], uncached, output); got != want {
 					t.Fatalf("iteration %d, pod %d: FromCell with %g output tokens = %g, Latency = %g", iter, i, output, got, want)
 				}
 			}

@@ -129,8 +129,8 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	defer r.buffers.Put(b)
 	pods := routing.Admitted{Index: b.index[:0], InFlight: b.inFlight[:0], Oldest: e.Oldest(rc.Now)}
 	limit := e.Bound()
-	for i, h := range rc.Cells {
-		if n := h.InFlight(); n < limit {
+	for i, c := range rc.Counts {
+		if n := c.Value(); n < limit {
 			pods.Index, pods.InFlight = append(pods.Index, i), append(pods.InFlight, n)
 		}
 	}
