@@ -490,6 +490,37 @@ func TestCancelsTheRequestWhenTheClientLeaves(t *testing.T) {
 	}
 }
 
+// TestWatchesARequestArmedWhileTheTimerRuns arms the watch for a slow request while the
+// timer a quick request before it set is still running: when it runs, the timer is set
+// again for the rest of the slow request's wait, and the client leaving is noticed then.
+func TestWatchesARequestArmedWhileTheTimerRuns(t *testing.T) {
+	cancelled := make(chan struct{})
+	addr, _ := serve(t, &Server{WatchAfter: 40 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quick" {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	})})
+	c := dial(t, addr)
+	c.send("GET /quick HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, _ := c.response(http.MethodGet); resp.StatusCode != 200 {
+		t.Fatalf("quick request: status %d", resp.StatusCode)
+	}
+	time.Sleep(20 * time.Millisecond) // the quick request's timer is still set
+	c.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(100 * time.Millisecond) // past both timers
+	_ = c.nc.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow request's context was not cancelled when its client left")
+	}
+}
+
 func TestKeepsTheNextRequestTheWatchRead(t *testing.T) {
 	addr, ln := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {

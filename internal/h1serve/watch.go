@@ -12,15 +12,25 @@ var aLongTimeAgo = time.Unix(1, 0)
 // watch notices a client leaving while its request is served, so that the request's
 // context is cancelled: once the request has run for Server.WatchAfter with its body read
 // to its end, a read on the connection waits for the client's next byte or its leaving.
-// Requests that end sooner cost one timer reset, and no read.
+// Requests that end sooner cost a reading of the clock, and no read.
+//
+// The timer, once set, is left to run, and set again only when it finds the request
+// armed too recently or is armed after it ran: a connection serving request after
+// request sets it about once per WatchAfter, not once per request. A timer set earlier
+// than every other wakes the thread waiting for the network, so a reset per request cost
+// a context switch per request.
 //
 // Synchronisation model: begin and stop are called by the connection's goroutine, arm by
-// whoever reads the request's body; the timer's goroutine runs the read. mu guards the fields; a read in
-// progress is ended by stop through a past read deadline, and done tells when it has.
+// whoever reads the request's body; the timer's goroutine runs the read. mu guards the
+// fields; a read in progress is ended by stop through a past read deadline, and done
+// tells when it has.
 type watch struct {
 	c     *conn
 	mu    sync.Mutex
 	timer *time.Timer
+	// pending is set while the timer is set; armed is when the request armed the watch.
+	pending bool
+	armed   time.Time
 	// current is the response being served, from begin to stop; only it may arm.
 	current *response
 	cancel  context.CancelFunc // the armed request's
@@ -44,7 +54,11 @@ func (w *watch) arm(r *response) {
 	if w.serving || w.current != r {
 		return
 	}
-	w.serving, w.cancel = true, r.cancel
+	w.serving, w.cancel, w.armed = true, r.cancel, time.Now()
+	if w.pending {
+		return
+	}
+	w.pending = true
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.c.srv.watchAfter(), w.run)
 		return
@@ -52,11 +66,19 @@ func (w *watch) arm(r *response) {
 	w.timer.Reset(w.c.srv.watchAfter())
 }
 
-// run reads the connection until the client sends a byte, which is kept for the next
-// request, or leaves, which cancels the request.
+// run, once the serving request has been armed for WatchAfter, reads the connection until
+// the client sends a byte, which is kept for the next request, or leaves, which cancels
+// the request; for a request armed more recently, it sets the timer for the rest.
 func (w *watch) run() {
 	w.mu.Lock()
+	w.pending = false
 	if !w.serving || w.reading {
+		w.mu.Unlock()
+		return
+	}
+	if wait := w.c.srv.watchAfter() - time.Since(w.armed); wait > 0 {
+		w.pending = true
+		w.timer.Reset(wait)
 		w.mu.Unlock()
 		return
 	}
@@ -82,9 +104,6 @@ func (w *watch) run() {
 func (w *watch) stop() {
 	w.mu.Lock()
 	w.serving, w.current = false, nil
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 	done := w.done
 	if !w.reading {
 		done = nil
