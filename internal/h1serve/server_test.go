@@ -469,40 +469,49 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
+// cancellation is closed when a request's context ends, for the tests of the watch.
+type cancellation chan struct{}
+
+// await waits up to 10 s for r's context to end, and closes c if it does.
+func (c cancellation) await(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		close(c)
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// expect fails t unless c closes within 5 s.
+func (c cancellation) expect(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s's context was not cancelled when its client left", what)
+	}
+}
+
 func TestCancelsTheRequestWhenTheClientLeaves(t *testing.T) {
-	cancelled := make(chan struct{})
+	cancelled := make(cancellation)
 	addr, _ := serve(t, &Server{WatchAfter: 5 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
-		select {
-		case <-r.Context().Done():
-			close(cancelled)
-		case <-time.After(10 * time.Second):
-		}
+		cancelled.await(r)
 	})})
 	c := dial(t, addr)
 	c.send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
 	time.Sleep(20 * time.Millisecond) // past WatchAfter
 	_ = c.nc.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the request's context was not cancelled when its client left")
-	}
+	cancelled.expect(t, "the request")
 }
 
 // TestWatchesARequestArmedWhileTheTimerRuns arms the watch for a slow request while the
 // timer a quick request before it set is still running: when it runs, the timer is set
 // again for the rest of the slow request's wait, and the client leaving is noticed then.
 func TestWatchesARequestArmedWhileTheTimerRuns(t *testing.T) {
-	cancelled := make(chan struct{})
+	cancelled := make(cancellation)
 	addr, _ := serve(t, &Server{WatchAfter: 40 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/quick" {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			close(cancelled)
-		case <-time.After(10 * time.Second):
+		if r.URL.Path != "/quick" {
+			cancelled.await(r)
 		}
 	})})
 	c := dial(t, addr)
@@ -514,11 +523,7 @@ func TestWatchesARequestArmedWhileTheTimerRuns(t *testing.T) {
 	c.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(100 * time.Millisecond) // past both timers
 	_ = c.nc.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the slow request's context was not cancelled when its client left")
-	}
+	cancelled.expect(t, "the slow request")
 }
 
 func TestKeepsTheNextRequestTheWatchRead(t *testing.T) {
