@@ -23,8 +23,8 @@ type Load struct {
 }
 
 // Count is the number of requests in flight on one endpoint or model stripe. The cache
-// keeps the counts of its pods side by side, eight to a cache line, in the order the pods
-// were added (see hotAllocator), and candidate sets list them beside the cells
+// keeps the counts of its pods side by side in 4 KiB slabs, eight to a cache line (see
+// hotAllocator.count for their order), and candidate sets list them beside the cells
 // (PodSet.Counts): a decision that reads nothing else of a pod, as least-request's, then
 // reads 16 bytes per candidate, a pointer and a count, instead of a cell's cache line.
 type Count struct{ n atomic.Int64 }
