@@ -116,7 +116,7 @@ type podState struct {
 	metrics atomic.Pointer[endpoint.Metrics]
 	mu      sync.Mutex
 	gen     uint64 // guarded by mu
-	_       [64 - unsafe.Sizeof([]string{}) - 8 - unsafe.Sizeof(sync.Mutex{}) - 8]byte
+	_       [64 - unsafe.Sizeof([]string{}) - unsafe.Sizeof(atomic.Pointer[endpoint.Metrics]{}) - unsafe.Sizeof(sync.Mutex{}) - unsafe.Sizeof(uint64(0))]byte
 }
 
 // newPodState returns the shared state of a new pod k, with a fresh cell. The caller

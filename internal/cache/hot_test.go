@@ -126,14 +126,15 @@ func TestCountsAreDense(t *testing.T) {
 	for _, cnt := range set.Counts {
 		base = min(base, uintptr(unsafe.Pointer(cnt)))
 	}
+	offset := func(i int) uintptr { return uintptr(unsafe.Pointer(set.Counts[i])) - base }
 	seen := map[uintptr]bool{}
-	for i, cnt := range set.Counts {
-		at := uintptr(unsafe.Pointer(cnt)) - base
+	for i := range set.Counts {
+		at := offset(i)
 		if at >= countSlab*unsafe.Sizeof(Count{}) || seen[at] {
 			t.Fatalf("count %d at offset %d of the block, or twice", i, at)
 		}
 		seen[at] = true
-		if prev := uintptr(unsafe.Pointer(set.Counts[max(i-1, 0)])) - base; i > 0 && prev/64 == at/64 {
+		if i > 0 && offset(i-1)/64 == at/64 {
 			t.Fatalf("counts %d and %d share a cache line", i-1, i)
 		}
 	}

@@ -507,9 +507,11 @@ func TestCancelsTheRequestWhenTheClientLeaves(t *testing.T) {
 // TestWatchesARequestArmedWhileTheTimerRuns arms the watch for a slow request while the
 // timer a quick request before it set is still running: when it runs, the timer is set
 // again for the rest of the slow request's wait, and the client leaving is noticed then.
+// WatchAfter is long beside the 20 ms between the requests, so that the slow request is
+// armed before the quick request's timer runs even on a loaded machine.
 func TestWatchesARequestArmedWhileTheTimerRuns(t *testing.T) {
 	cancelled := make(cancellation)
-	addr, _ := serve(t, &Server{WatchAfter: 40 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, _ := serve(t, &Server{WatchAfter: 300 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/quick" {
 			cancelled.await(r)
 		}
@@ -521,7 +523,7 @@ func TestWatchesARequestArmedWhileTheTimerRuns(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // the quick request's timer is still set
 	c.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(100 * time.Millisecond) // past both timers
+	time.Sleep(400 * time.Millisecond) // past the slow request's WatchAfter
 	_ = c.nc.Close()
 	cancelled.expect(t, "the slow request")
 }
