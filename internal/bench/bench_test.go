@@ -131,6 +131,42 @@ ok  	github.com/switchboard-llm/switchboard/internal/gateway	24.150s
 	}
 }
 
+func TestMergeRunsTakesEachBenchmarksMedian(t *testing.T) {
+	out := `BenchmarkRoute/random/endpoints=1000-2   1000   300 ns/op   0 allocs/op
+BenchmarkRoute/random/endpoints=1000-2   1000   250 ns/op   0 allocs/op
+BenchmarkRoute/random/endpoints=1000/parallel-2   1000   180 ns/op   0 allocs/op
+BenchmarkRoute/random/endpoints=1000-2   1000   900 ns/op   0 allocs/op
+BenchmarkRoute/random/endpoints=1000/parallel-2   1000   200 ns/op   0 allocs/op
+BenchmarkListEndpoints/snapshot/serial-2   1000   100 ns/op   1 allocs/op
+`
+	bs, err := ParseGoBench(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := MergeRuns(bs)
+	if len(merged) != 3 {
+		t.Fatalf("%d merged results, want 3: %+v", len(merged), merged)
+	}
+	serial, parallel, once := merged[0], merged[1], merged[2]
+	if serial.Name != "BenchmarkRoute/random/endpoints=1000" || serial.Metrics["ns/op"] != 300 || serial.Iterations != 3000 {
+		t.Errorf("serial = %+v, want the median 300 ns/op of three runs", serial)
+	}
+	if r := serial.Runs["ns/op"]; r.Min != 250 || r.Max != 900 || r.N != 3 {
+		t.Errorf("serial runs = %+v, want 250–900 over 3", r)
+	}
+	if parallel.Metrics["ns/op"] != 190 {
+		t.Errorf("parallel = %+v, want the mean of the middle two, 190 ns/op", parallel)
+	}
+	if once.Name != "BenchmarkListEndpoints/snapshot/serial" || once.Runs != nil || once.Metrics["allocs/op"] != 1 {
+		t.Errorf("a benchmark that ran once = %+v, want it as it was", once)
+	}
+	var md strings.Builder
+	renderMicro(func(format string, args ...any) { fmt.Fprintf(&md, format, args...) }, merged)
+	if want := "| random/endpoints=1000 | 300 (250–900) | 190 (180–200) | 1.58× | – | 0 |"; !strings.Contains(md.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, md.String())
+	}
+}
+
 // wantKind returns the kind of request r of workload: a conversation's turn and a hot
 // question start with a system prompt, a unique prompt is the user's alone.
 func wantKind(workload string, r Request) string {

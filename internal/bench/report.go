@@ -545,7 +545,9 @@ func renderMicro(w writef, bs []GoBenchmark) {
 	if len(routes) > 0 {
 		w("`BenchmarkRoute` (internal/routing/strategies): one whole decision (candidates, algorithm, reservation and release) ")
 		w("per strategy, serially and from parallel goroutines (ns/op of a parallel benchmark is wall time per decision over all goroutines), ")
-		w("and at other fleet sizes the serial time as a multiple of the same strategy's at 1,000 endpoints.\n\n")
+		w("and at other fleet sizes the serial time as a multiple of the same strategy's at 1,000 endpoints. ")
+		w("Where a benchmark ran more than once (`-count`), its ns/op is the median of the runs, with their range in parentheses, ")
+		w("and the speed-up and multiple are ratios of medians.\n\n")
 		w("| benchmark | serial ns/op | parallel ns/op | parallel speed-up | serial vs 1,000 endpoints | allocs/op |\n|---|--:|--:|--:|--:|--:|\n")
 		for _, name := range routes {
 			s, _ := get(name)
@@ -559,11 +561,19 @@ func renderMicro(w writef, bs []GoBenchmark) {
 					scale = fmt.Sprintf("%.2f×", s.Metrics["ns/op"]/ref.Metrics["ns/op"])
 				}
 			}
-			w("| %s | %.0f | %.0f | %.2f× | %s | %.0f |\n", strings.TrimPrefix(name, "BenchmarkRoute/"), s.Metrics["ns/op"], p.Metrics["ns/op"],
+			w("| %s | %s | %s | %.2f× | %s | %.0f |\n", strings.TrimPrefix(name, "BenchmarkRoute/"), nsCell(s), nsCell(p),
 				s.Metrics["ns/op"]/p.Metrics["ns/op"], scale, s.Metrics["allocs/op"])
 		}
 		w("\n")
 	}
+}
+
+// nsCell renders a benchmark's ns/op: the median and range of its runs, or its one value.
+func nsCell(b GoBenchmark) string {
+	if r, ok := b.Runs["ns/op"]; ok {
+		return rangeCell(r, "%.0f")
+	}
+	return fmt.Sprintf("%.0f", b.Metrics["ns/op"])
 }
 
 func joinSeeds(seeds []uint64) string {

@@ -66,6 +66,9 @@ type Config struct {
 	GatewayBenchtime  string
 	MicroBenchPattern string
 	MicroBenchtime    string
+	// MicroCount is how many times each concurrency micro-benchmark runs; the report
+	// shows the medians.
+	MicroCount int
 	Log               io.Writer
 	// Requests, when set, receives every request of the routing section as one JSON line
 	// (RequestRecord), for analyses the report does not make, such as which requests make
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		TimeScale: cfg.TimeScale, Rates: cfg.Rates, Duration: cfg.Duration.Seconds(), Seed: cfg.Seed,
 		Seeds: runSeeds(cfg.Seed, cfg.Seeds), IncludeUsage: cfg.IncludeUsage,
 		Policies: map[string]string{}, RetryAttempts: map[string]int{}, GatewayBenchtime: cfg.GatewayBenchtime,
-		MicroBench: fmt.Sprintf("-bench '%s' -benchtime %s", cfg.MicroBenchPattern, cfg.MicroBenchtime),
+		MicroBench: fmt.Sprintf("-bench '%s' -benchtime %s -count %d", cfg.MicroBenchPattern, cfg.MicroBenchtime, max(cfg.MicroCount, 1)),
 	}
 	for _, p := range pols {
 		if len(cfg.Strategies) == 0 || slices.Contains(cfg.Strategies, p.Name) {
@@ -212,16 +215,16 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if !cfg.SkipGoBench {
 		cfg.logf("gateway overhead: go test -bench BenchmarkGatewayOverhead -benchtime %s ./internal/gateway/", cfg.GatewayBenchtime)
 		var err error
-		if res.GatewayOverhead, err = runGoBench(ctx, cfg, "bench-gateway", "./internal/gateway/", "BenchmarkGatewayOverhead", cfg.GatewayBenchtime); err != nil {
+		if res.GatewayOverhead, err = runGoBench(ctx, cfg, "bench-gateway", "./internal/gateway/", "BenchmarkGatewayOverhead", cfg.GatewayBenchtime, 1); err != nil {
 			benchErr = errors.Join(benchErr, err)
 		}
-		cfg.logf("concurrency: go test -bench '%s' -benchtime %s ./internal/cache/ ./internal/routing/strategies/", cfg.MicroBenchPattern, cfg.MicroBenchtime)
+		cfg.logf("concurrency: go test -bench '%s' -benchtime %s -count %d ./internal/cache/ ./internal/routing/strategies/", cfg.MicroBenchPattern, cfg.MicroBenchtime, max(cfg.MicroCount, 1))
 		for _, pkg := range []string{"./internal/cache/", "./internal/routing/strategies/"} {
 			if ctx.Err() != nil {
 				break
 			}
 			name := "bench-" + filepath.Base(filepath.Clean(pkg))
-			r, err := runGoBench(ctx, cfg, name, pkg, cfg.MicroBenchPattern, cfg.MicroBenchtime)
+			r, err := runGoBench(ctx, cfg, name, pkg, cfg.MicroBenchPattern, cfg.MicroBenchtime, cfg.MicroCount)
 			benchErr = errors.Join(benchErr, err)
 			res.Micro = append(res.Micro, r...)
 		}
