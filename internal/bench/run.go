@@ -69,7 +69,7 @@ type Config struct {
 	// MicroCount is how many times each concurrency micro-benchmark runs; the report
 	// shows the medians.
 	MicroCount int
-	Log               io.Writer
+	Log        io.Writer
 	// Requests, when set, receives every request of the routing section as one JSON line
 	// (RequestRecord), for analyses the report does not make, such as which requests make
 	// a tail.
