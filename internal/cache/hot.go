@@ -189,8 +189,8 @@ func (h *Hot) Queue() endpoint.Queue {
 // Throughput is what a snapshot tells of an engine's recent work.
 type Throughput struct {
 	// ScrapedAt is Hot.ScrapedAt; TokensPerSecond and Known are Profile.Throughput and
-	// Profile.ThroughputKnown, TokensPerSecond 0 when not known; Running is
-	// Metrics.Running, as Queue returns it.
+	// Profile.ThroughputKnown, TokensPerSecond meaningless (NaN or 0) when not known;
+	// Running is Metrics.Running, as Queue returns it.
 	ScrapedAt       int64
 	TokensPerSecond float64
 	Known           bool
@@ -201,11 +201,9 @@ type Throughput struct {
 func (h *Hot) Throughput() Throughput {
 	w := &h.summary
 	at := int64(w[wordScrapedAt].Load()) // first: see write
-	t := Throughput{ScrapedAt: at, Running: float64(math.Float32frombits(uint32(w[wordQueue].Load() >> 32)))}
-	if rate := float64(math.Float32frombits(uint32(w[wordLocal].Load() >> 32))); at != 0 && !math.IsNaN(rate) {
-		t.TokensPerSecond, t.Known = rate, true
-	}
-	return t
+	rate := float64(math.Float32frombits(uint32(w[wordLocal].Load() >> 32)))
+	return Throughput{ScrapedAt: at, TokensPerSecond: rate, Known: at != 0 && rate == rate, // NaN: not known
+		Running: float64(math.Float32frombits(uint32(w[wordQueue].Load() >> 32)))}
 }
 
 // Backlog is the part of a snapshot that a prediction of the time to first token reads

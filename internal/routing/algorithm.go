@@ -309,8 +309,17 @@ type Lowest struct {
 }
 
 // Offer considers candidate i, of cost and inFlight requests in flight, drawing with rnd
-// when ties fill a chunk.
+// when ties fill a chunk. A candidate that costs more than the best returns at once,
+// inlined: in a large fleet most do.
 func (l *Lowest) Offer(i int, cost float64, inFlight int64, rnd Random) {
+	if cost > l.Cost && l.ties.n > 0 {
+		return
+	}
+	l.offer(i, cost, inFlight, rnd)
+}
+
+// offer is Offer of a candidate that costs no more than the best.
+func (l *Lowest) offer(i int, cost float64, inFlight int64, rnd Random) {
 	switch {
 	case l.ties.Len() == 0 || cost < l.Cost || cost == l.Cost && inFlight < l.InFlight:
 		l.Cost, l.InFlight = cost, inFlight

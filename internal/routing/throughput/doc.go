@@ -17,7 +17,8 @@
 // score below every known candidate. When every candidate is unknown the strategy
 // returns routing.ErrUndecided and the policy's fallback decides.
 //
-// A decision reads each candidate's hot cell twice (Router.PickPod) and keeps no state.
+// A decision reads each candidate's hot cell once, or twice while a throughput is
+// unknown or an idle engine has requests in flight (Router.PickPod), and keeps no state.
 // The package does not scrape metrics (the cache does) or reserve the chosen endpoint
 // (the routing core does).
 package throughput

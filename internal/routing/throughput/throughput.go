@@ -3,6 +3,7 @@ package throughput
 import (
 	"math"
 
+	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
@@ -69,15 +70,22 @@ func (f *fleet) done() {
 // scrape are not in the engine's counters yet: counting them spreads a burst instead of
 // piling it onto the candidate that looked idlest.
 func (f *fleet) projected(rate, running float64, inFlight int64) float64 {
-	n := float64(inFlight)
-	if f.unrated > 0 {
-		return running + n
+	switch {
+	case f.unrated > 0:
+		return running + float64(inFlight)
+	case running == 0 && inFlight > 0:
+		return rate + float64(inFlight)*max(f.perRequest, minRequestRate)
 	}
-	own := f.perRequest
-	if running > 0 {
-		own = rate / running
+	return ownLoad(rate, running, inFlight)
+}
+
+// ownLoad is fleet.projected of a candidate whose load the rest of the fleet does not
+// change, while every throughput is known: one running requests, or with none in flight.
+func ownLoad(rate, running float64, inFlight int64) float64 {
+	if inFlight == 0 {
+		return rate
 	}
-	return rate + n*max(own, minRequestRate)
+	return rate + float64(inFlight)*max(rate/running, minRequestRate)
 }
 
 // fleetOf returns the fleet of cands.
@@ -128,30 +136,46 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 	return best.Chosen(r.rnd), nil
 }
 
-// PickPod is Pick straight from the candidates' hot cells, among the pods e admits, in
-// two passes: one sums the fleet, the other chooses. It declines when no admitted pod
-// has fresh metrics, for Pick to return routing.ErrUndecided and the fallback to decide.
+// PickPod is Pick straight from the candidates' hot cells, among the pods e admits. One
+// pass sums the fleet and offers each pod as it goes; a pod's projected load depends on
+// the fleet's sums only while some throughput is unknown, or for an idle engine with
+// requests in flight (fleet.projected), and only when the pass met such a pod does a
+// second pass choose again with the sums complete. It declines when no admitted pod has
+// fresh metrics, for Pick to return routing.ErrUndecided and the fallback to decide.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	cells, counts, limit, oldest := rc.Cells, rc.Counts, e.Bound(), e.Oldest(rc.Now)
-	var f fleet
-	for i, h := range cells {
-		if counts[i].Value() < limit {
-			if t := h.Throughput(); t.ScrapedAt >= oldest {
-				f.add(t.TokensPerSecond, t.Known, t.Running)
-			}
-		}
-	}
-	f.done()
-	var best routing.Lowest
+	// Named by its type, the package of the cells is imported, which is what lets the
+	// compiler inline their Throughput here (it did not without: 7.9 against 3.5 µs at
+	// 1,000 endpoints).
+	var cells []*cache.Hot = rc.Cells
+	counts, limit, oldest := rc.Counts, e.Bound(), e.Oldest(rc.Now)
+	var (
+		f      fleet
+		best   routing.Lowest
+		priced = true // whether every pod so far has its ownLoad, and so was offered
+	)
 	for i, h := range cells {
 		if n := counts[i].Value(); n < limit {
 			if t := h.Throughput(); t.ScrapedAt >= oldest {
-				best.Offer(i, f.projected(t.TokensPerSecond, t.Running, n), n, r.rnd)
+				f.add(t.TokensPerSecond, t.Known, t.Running)
+				if priced = priced && t.Known && (t.Running > 0 || n == 0); priced {
+					best.Offer(i, ownLoad(t.TokensPerSecond, t.Running, n), n, r.rnd)
+				}
 			}
 		}
 	}
-	if !best.Offered() {
+	if f.known == 0 {
 		return 0, 0, false
+	}
+	if !priced {
+		f.done()
+		best = routing.Lowest{}
+		for i, h := range cells {
+			if n := counts[i].Value(); n < limit {
+				if t := h.Throughput(); t.ScrapedAt >= oldest {
+					best.Offer(i, f.projected(t.TokensPerSecond, t.Running, n), n, r.rnd)
+				}
+			}
+		}
 	}
 	return best.Chosen(r.rnd), best.InFlight, true
 }

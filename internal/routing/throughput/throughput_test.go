@@ -127,6 +127,34 @@ func TestPickPodIsPick(t *testing.T) {
 	})
 }
 
+// TestPickPodInOnePassIsPick checks PickPod against Pick over random fleets whose
+// throughputs are all known and whose idle engines have nothing in flight, which PickPod
+// decides in one pass: with throughputs of four values, ties are common, and the first
+// tie must be Pick's.
+func TestPickPodInOnePassIsPick(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 7))
+	for iter := range 300 {
+		metrics := make([]*endpoint.Metrics, 1+rnd.IntN(12))
+		inFlight := make([]int, len(metrics))
+		for i := range metrics {
+			running := float64(rnd.IntN(4))
+			metrics[i] = new(rated(float64(rnd.IntN(4))*37.5, running))
+			if running > 0 {
+				inFlight[i] = rnd.IntN(3)
+			}
+		}
+		rc := fleetOf(metrics, inFlight...).Context(routing.Request{})
+		want, err := throughput.New(routingtest.FirstTie).Pick(rc, routingtest.Candidates(rc))
+		if err != nil {
+			t.Fatalf("iteration %d: Pick: %v", iter, err)
+		}
+		got, n, ok := throughput.New(routingtest.FirstTie).PickPod(rc, routing.Eligibility{StaleAfter: routingtest.StaleAfter})
+		if !ok || got != want || n != int64(inFlight[want]) {
+			t.Fatalf("iteration %d: PickPod = %d, %d, %t; Pick chose %d (%d in flight)", iter, got, n, ok, want, inFlight[want])
+		}
+	}
+}
+
 func TestRoute(t *testing.T) {
 	rc := fleetOf([]*endpoint.Metrics{new(unrated(5)), new(unrated(0)), new(unrated(2))}).Context(routing.Request{})
 	router := routing.NewRouter(throughput.New(routingtest.SeededRandom(1)), routingtest.Options())
