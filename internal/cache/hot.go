@@ -31,8 +31,8 @@ type Hot struct {
 const summaryWords = 11
 
 // The summary's words. The first eight, in the cell's first cache line, are what most
-// decisions read: the KV cache (KV) and what a prediction of the time to first token
-// reads of an engine with room (Backlog).
+// decisions read: the KV cache (KV), what a prediction of the time to first token reads
+// of an engine with room (Backlog), and the engine's recent work (Throughput).
 const (
 	wordScrapedAt = iota
 	wordUsage
@@ -40,10 +40,10 @@ const (
 	wordBeyond
 	wordSlots
 	wordPrefill
-	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
-	wordService
-	wordQueue // the float32 bits of Running<<32 | those of Waiting
-	wordLocal // the float32 bits of Profile.Throughput (NaN when not known)<<32 | LocalInFlight
+	wordEpoch   // Profile.Epoch, with learntBit set when the speed is learnt
+	wordWork    // the float32 bits of Running<<32 | those of Profile.Throughput (NaN when not known)
+	wordService // the second line: what only engines with a queue are asked
+	wordWaiting // the float32 bits of Waiting<<32 | LocalInFlight
 	wordDecode
 )
 
@@ -177,11 +177,11 @@ func (h *Hot) KV() KV {
 // counts rounded to float32 (exact below 1<<24).
 func (h *Hot) Queue() endpoint.Queue {
 	w := &h.summary
-	rw := w[wordQueue].Load()
+	ww := w[wordWaiting].Load()
 	return endpoint.Queue{
-		Running:       float64(math.Float32frombits(uint32(rw >> 32))),
-		Waiting:       float64(math.Float32frombits(uint32(rw))),
-		LocalInFlight: int64(uint32(w[wordLocal].Load())),
+		Running:       float64(math.Float32frombits(uint32(w[wordWork].Load() >> 32))),
+		Waiting:       float64(math.Float32frombits(uint32(ww >> 32))),
+		LocalInFlight: int64(uint32(ww)),
 		Slots:         math.Float64frombits(w[wordSlots].Load()),
 	}
 }
@@ -201,9 +201,10 @@ type Throughput struct {
 func (h *Hot) Throughput() Throughput {
 	w := &h.summary
 	at := int64(w[wordScrapedAt].Load()) // first: see write
-	rate := float64(math.Float32frombits(uint32(w[wordLocal].Load() >> 32)))
+	work := w[wordWork].Load()
+	rate := float64(math.Float32frombits(uint32(work)))
 	return Throughput{ScrapedAt: at, TokensPerSecond: rate, Known: at != 0 && rate == rate, // NaN: not known
-		Running: float64(math.Float32frombits(uint32(w[wordQueue].Load() >> 32)))}
+		Running: float64(math.Float32frombits(uint32(work >> 32)))}
 }
 
 // Backlog is the part of a snapshot that a prediction of the time to first token reads
@@ -279,12 +280,12 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 	w[wordGeometry] = uint64(halfWord(int64(m.BlockSize)))<<32 | uint64(halfWord(int64(m.NumGPUBlocks)))
 	q, sp := m.Queue(), m.Profile.Speed()
 	q.Running, q.Waiting = float64(float32(q.Running)), float64(float32(q.Waiting)) // as Queue returns them
-	w[wordQueue] = uint64(math.Float32bits(float32(q.Running)))<<32 | uint64(math.Float32bits(float32(q.Waiting)))
 	rate := float32(math.NaN())
 	if m.Profile.ThroughputKnown {
 		rate = float32(m.Profile.Throughput)
 	}
-	w[wordLocal] = uint64(math.Float32bits(rate))<<32 | uint64(halfWord(q.LocalInFlight))
+	w[wordWork] = uint64(math.Float32bits(float32(q.Running)))<<32 | uint64(math.Float32bits(rate))
+	w[wordWaiting] = uint64(math.Float32bits(float32(q.Waiting)))<<32 | uint64(halfWord(q.LocalInFlight))
 	w[wordBeyond] = math.Float64bits(Beyond(q))
 	w[wordSlots] = math.Float64bits(q.Slots)
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
