@@ -198,8 +198,9 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // PickPod is Pick straight from the candidates' hot cells, among the pods e admits. It
 // asks the index only about the endpoints holding the prompt's first block (the only
 // ones that can hold any of its leading blocks) and predicts every other candidate
-// without a match, so that a decision reads one cell per candidate and no index entry.
-// Without an admission bound, the candidates' pooled speed comes from a ttft.Pooled,
+// without a match, so that a decision reads at most one cell per candidate and no index
+// entry; when a holder's prediction beats the prefill of the whole prompt at the fleet's
+// fastest rate, it reads the holders' cells alone. Without an admission bound, the candidates' pooled speed comes from a ttft.Pooled,
 // which reads it again only when it may have changed. It declines only when e admits no
 // pod.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
@@ -243,9 +244,11 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	matches := r.matches(rc, r.hashes(rc), find, matchBuf[:0])
 
 	// The pods holding leading blocks are the likeliest to win: they are predicted first,
-	// and the soonest of their predictions bounds the winner's, so that most other pods
-	// lose at one comparison, without being offered. Every pod is offered in candidate
-	// order, for the choice to be Pick's.
+	// and the soonest of their predictions bounds the winner's. When it is below the
+	// prefill floor of the pods without a match (ttft.Estimator.PrefillFloor), none of them
+	// can win and the decision reads no other cell; otherwise most of them lose at one
+	// comparison, without being offered. Every pod is offered in candidate order, for the
+	// choice to be Pick's.
 	var lenBuf [16]int
 	ch := r.charges(tokens, matches, lenBuf[:0])
 	bound := math.Inf(1)
@@ -258,6 +261,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		}
 	}
 	var best choice
+	if bound < estimate.PrefillFloor(ch.cold) { // no pod without a match can win: skip them
+		for _, m := range matches {
+			if m.inFlight < cutoff {
+				best.offer(m.candidate, m.ttft, m.inFlight, pods[m.candidate], r.rnd)
+			}
+		}
+		return best.chosen(r.rnd), best.inFlight, true
+	}
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
 			if m := matches[0]; m.inFlight < cutoff {

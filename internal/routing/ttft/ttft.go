@@ -82,8 +82,19 @@ type Estimator struct {
 	// slots is the mean slot count of the candidates whose slots are learnt, 0 when
 	// none's is.
 	slots float64
+	// leastPrefill is the least prefill rate any candidate is predicted at: the fleet's,
+	// or a learnt one below it.
+	leastPrefill float64
 	// now is the time of the decision, for the candidates' ages.
 	now time.Time
+}
+
+// PrefillFloor returns a time that no candidate's predicted time to first token for
+// uncached prompt tokens falls below: their prefill at the least rate any candidate is
+// predicted at, as waiting only adds. A decision that has a prediction below it for some
+// candidate need not predict the candidates it would charge for as many tokens.
+func (e *Estimator) PrefillFloor(uncached float64) float64 {
+	return e.leastPrefill * max(uncached, 0)
 }
 
 // Learnt reports whether some candidate's speed is learnt, rather than every prediction
@@ -102,6 +113,8 @@ type Fleet struct {
 	n     int
 	slots float64 // summed over the slotted candidates
 	nSlot int
+	// leastPrefill is the least learnt prefill rate added, valid while n > 0.
+	leastPrefill float64
 }
 
 // Add counts the speed s and the slot count slots (endpoint.Queue.Slots, 0 when not
@@ -112,6 +125,9 @@ func (f *Fleet) Add(s endpoint.Speed, slots float64) {
 		f.nSlot++
 	}
 	if s.Learnt {
+		if f.n == 0 || s.PrefillPerToken < f.leastPrefill {
+			f.leastPrefill = s.PrefillPerToken
+		}
 		f.sum.prefillPerToken += s.PrefillPerToken
 		f.sum.service += s.Service
 		f.sum.decodePerToken += s.DecodePerToken
@@ -135,14 +151,14 @@ func (f *Fleet) Estimator(now time.Time) Estimator {
 	}
 	if f.n == 0 {
 		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken},
-			slots: slots, now: now}
+			slots: slots, leastPrefill: PriorPrefillPerToken, now: now}
 	}
 	k := 1 / float64(f.n)
 	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k}
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
-	return Estimator{fleet: fleet, learnt: true, slots: slots, now: now}
+	return Estimator{fleet: fleet, learnt: true, slots: slots, leastPrefill: min(fleet.prefillPerToken, f.leastPrefill), now: now}
 }
 
 // New returns an Estimator for cands, for a decision at now.

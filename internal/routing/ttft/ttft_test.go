@@ -122,9 +122,16 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 
 // TestCellIsTTFT checks, over random fleets, that the prediction from a candidate's hot
 // cell (Unknown, or FromCell) is the one from the candidate, to the last bit, whether
-// the request would wait there or not, and with output tokens, Latency.
+// the request would wait there or not, and with output tokens, Latency; and that no
+// prediction falls below the fleet's PrefillFloor, which some reach.
 func TestCellIsTTFT(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(5, 7))
+	floored := 0
+	defer func() {
+		if floored == 0 {
+			t.Error("no prediction was at the prefill floor: the floor is looser than it need be")
+		}
+	}()
 	for iter := range 300 {
 		pods := 1 + rnd.IntN(8)
 		fleet := routingtest.NewFleet("llama", pods)
@@ -158,6 +165,17 @@ func TestCellIsTTFT(t *testing.T) {
 			if got != want {
 				t.Fatalf("iteration %d, pod %d: Cell = %g, TTFT = %g", iter, i, got, want)
 			}
+			if floor := est.PrefillFloor(uncached); got < floor {
+				t.Fatalf("iteration %d, pod %d: TTFT %g for %g uncached tokens is below the prefill floor %g", iter, i, got, uncached, floor)
+			}
+			floored += boolInt(uncached > 0 && got == est.PrefillFloor(uncached))
 		}
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
