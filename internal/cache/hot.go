@@ -42,7 +42,7 @@ const (
 	wordPrefill
 	wordEpoch   // Profile.Epoch, with learntBit set when the speed is learnt
 	wordWork    // the float32 bits of Running<<32 | those of Profile.Throughput (NaN when not known)
-	wordService // the second line: what only engines with a queue are asked
+	wordService // the second line: the rest of Speed, and of Queue
 	wordWaiting // the float32 bits of Waiting<<32 | LocalInFlight
 	wordDecode
 )

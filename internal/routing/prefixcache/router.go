@@ -200,9 +200,9 @@ func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (in
 // ones that can hold any of its leading blocks) and predicts every other candidate
 // without a match, so that a decision reads at most one cell per candidate and no index
 // entry; when a holder's prediction beats the prefill of the whole prompt at the fleet's
-// fastest rate, it reads the holders' cells alone. Without an admission bound, the candidates' pooled speed comes from a ttft.Pooled,
-// which reads it again only when it may have changed. It declines only when e admits no
-// pod.
+// fastest rate, it reads the holders' cells alone. Without an admission bound, the
+// candidates' pooled speed comes from a ttft.Pooled, which reads it again only when it
+// may have changed. It declines only when e admits no pod.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	r.sweep(rc.Now)
 	pods, cells, counts := rc.Candidates, rc.Cells, rc.Counts
