@@ -210,15 +210,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	oldest := e.Oldest(rc.Now)
 
 	// The load guard's idlest count and the pooled speed, over the admitted pods: every
-	// pod when there is no admission bound, whose pooled speed r.pooled keeps.
+	// pod when there is no admission bound, whose pooled speed r.pooled keeps, and whose
+	// idlest count is read only when needed (idlestCount).
 	var fleet ttft.Fleet
-	idlest := int64(math.MaxInt64)
+	idlest := int64(-1) // not read
 	if limit == math.MaxInt64 {
-		for _, c := range counts {
-			idlest = min(idlest, c.Value())
-		}
 		fleet = r.pooled.Fleet(cells, rc.Now, e.StaleAfter)
 	} else {
+		idlest = math.MaxInt64
 		for i, h := range cells {
 			n := counts[i].Value()
 			if n >= limit {
@@ -231,8 +230,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			return 0, 0, false
 		}
 	}
-	// Pods at the admission bound or the load guard (idlest + threshold) are left out.
-	estimate, cutoff := fleet.Estimator(rc.Now), min(limit, idlest+r.cfg.LoadImbalanceThreshold)
+	estimate, threshold := fleet.Estimator(rc.Now), r.cfg.LoadImbalanceThreshold
 	tokens := r.promptTokens(rc)
 	var matchBuf [16]match                             // the matches of most prompts
 	find := func(k endpoint.Key) (int, uint64, bool) { // an admitted holder's place in cells
@@ -249,14 +247,26 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	// can win and the decision reads no other cell; otherwise most of them lose at one
 	// comparison, without being offered. Every pod is offered in candidate order, for the
 	// choice to be Pick's.
+	//
+	// Pods at the admission bound or the load guard (idlest + threshold) are left out. The
+	// guard can leave out only a pod with threshold requests in flight or more: while no
+	// holder has as many, and the holders decide alone, no other count is read.
 	var lenBuf [16]int
 	ch := r.charges(tokens, matches, lenBuf[:0])
-	bound := math.Inf(1)
+	cutoff := limit
 	for j := range matches {
 		m := &matches[j]
-		h := cells[m.candidate]
-		if m.inFlight = counts[m.candidate].Value(); m.inFlight < cutoff {
-			m.ttft = cellTTFT(&estimate, h, pods[m.candidate], m.inFlight, ch.uncached(m.blocks), oldest)
+		if m.inFlight = counts[m.candidate].Value(); m.inFlight >= threshold && idlest < 0 {
+			idlest = idlestCount(counts)
+		}
+	}
+	if idlest >= 0 {
+		cutoff = min(limit, idlest+threshold)
+	}
+	bound := math.Inf(1)
+	for j := range matches {
+		if m := &matches[j]; m.inFlight < cutoff {
+			m.ttft = cellTTFT(&estimate, cells[m.candidate], pods[m.candidate], m.inFlight, ch.uncached(m.blocks), oldest)
 			bound = min(bound, m.ttft)
 		}
 	}
@@ -268,6 +278,9 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			}
 		}
 		return best.chosen(r.rnd), best.inFlight, true
+	}
+	if idlest < 0 {
+		cutoff = min(limit, idlestCount(counts)+threshold)
 	}
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
@@ -287,6 +300,15 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		return 0, 0, false
 	}
 	return best.chosen(r.rnd), best.inFlight, true
+}
+
+// idlestCount returns the least of counts.
+func idlestCount(counts []*cache.Count) int64 {
+	idlest := int64(math.MaxInt64)
+	for _, c := range counts {
+		idlest = min(idlest, c.Value())
+	}
+	return idlest
 }
 
 // cellTTFT predicts the time to first token on pod p, of hot cell h, with n requests of
