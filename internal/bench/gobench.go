@@ -91,14 +91,14 @@ func ParseGoBench(r io.Reader) ([]GoBenchmark, error) {
 	return out, sc.Err()
 }
 
-// runGoBench runs `go test -bench pattern -benchtime benchtime -count count pkg` in the
-// repository with the local Kubernetes binaries as KUBEBUILDER_ASSETS and returns its
-// results, each benchmark's runs merged (MergeRuns).
+// runGoBench runs `go test -bench pattern -benchtime benchtime -count count pkg` (count at
+// least 1) in the repository with the local Kubernetes binaries as KUBEBUILDER_ASSETS and
+// returns its results, each benchmark's runs merged (MergeRuns).
 func runGoBench(ctx context.Context, cfg Config, logName, pkg, pattern, benchtime string, count int) ([]GoBenchmark, error) {
 	logPath := filepath.Join(cfg.StateDir, logName+".log")
 	_ = os.Remove(logPath)
 	p, err := startProcessIn(cfg.Root, logName, logPath, []string{"KUBEBUILDER_ASSETS=" + filepath.Join(cfg.Root, "bin", "k8s")},
-		cfg.GoBin, "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", strconv.Itoa(max(count, 1)), pkg)
+		cfg.GoBin, "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", strconv.Itoa(count), pkg)
 	if err != nil {
 		return nil, err
 	}

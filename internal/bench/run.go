@@ -66,8 +66,8 @@ type Config struct {
 	GatewayBenchtime  string
 	MicroBenchPattern string
 	MicroBenchtime    string
-	// MicroCount is how many times each concurrency micro-benchmark runs; the report
-	// shows the medians.
+	// MicroCount is how many times each concurrency micro-benchmark runs (at least once);
+	// the report shows the medians.
 	MicroCount int
 	Log        io.Writer
 	// Requests, when set, receives every request of the routing section as one JSON line
@@ -154,6 +154,7 @@ type Results struct {
 // Run measures everything and writes the report into cfg.OutDir. Every process it starts
 // is stopped before it returns, also when ctx is cancelled.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
+	cfg.MicroCount = max(cfg.MicroCount, 1)
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		TimeScale: cfg.TimeScale, Rates: cfg.Rates, Duration: cfg.Duration.Seconds(), Seed: cfg.Seed,
 		Seeds: runSeeds(cfg.Seed, cfg.Seeds), IncludeUsage: cfg.IncludeUsage,
 		Policies: map[string]string{}, RetryAttempts: map[string]int{}, GatewayBenchtime: cfg.GatewayBenchtime,
-		MicroBench: fmt.Sprintf("-bench '%s' -benchtime %s -count %d", cfg.MicroBenchPattern, cfg.MicroBenchtime, max(cfg.MicroCount, 1)),
+		MicroBench: fmt.Sprintf("-bench '%s' -benchtime %s -count %d", cfg.MicroBenchPattern, cfg.MicroBenchtime, cfg.MicroCount),
 	}
 	for _, p := range pols {
 		if len(cfg.Strategies) == 0 || slices.Contains(cfg.Strategies, p.Name) {
@@ -218,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if res.GatewayOverhead, err = runGoBench(ctx, cfg, "bench-gateway", "./internal/gateway/", "BenchmarkGatewayOverhead", cfg.GatewayBenchtime, 1); err != nil {
 			benchErr = errors.Join(benchErr, err)
 		}
-		cfg.logf("concurrency: go test -bench '%s' -benchtime %s -count %d ./internal/cache/ ./internal/routing/strategies/", cfg.MicroBenchPattern, cfg.MicroBenchtime, max(cfg.MicroCount, 1))
+		cfg.logf("concurrency: go test -bench '%s' -benchtime %s -count %d ./internal/cache/ ./internal/routing/strategies/", cfg.MicroBenchPattern, cfg.MicroBenchtime, cfg.MicroCount)
 		for _, pkg := range []string{"./internal/cache/", "./internal/routing/strategies/"} {
 			if ctx.Err() != nil {
 				break

@@ -176,6 +176,9 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 				}
 			}
 		}
+		if !best.Offered() { // every admitted pod's count reached the bound meanwhile
+			return 0, 0, false
+		}
 	}
 	return best.Chosen(r.rnd), best.InFlight, true
 }

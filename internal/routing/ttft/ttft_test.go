@@ -168,14 +168,9 @@ func TestCellIsTTFT(t *testing.T) {
 			if floor := est.PrefillFloor(uncached); got < floor {
 				t.Fatalf("iteration %d, pod %d: TTFT %g for %g uncached tokens is below the prefill floor %g", iter, i, got, uncached, floor)
 			}
-			floored += boolInt(uncached > 0 && got == est.PrefillFloor(uncached))
+			if uncached > 0 && got == est.PrefillFloor(uncached) {
+				floored++
+			}
 		}
 	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
