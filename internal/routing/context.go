@@ -84,6 +84,8 @@ type RoutingContext struct {
 	hashes  []uint64
 	hashKey uint64
 	hashed  bool
+	// kept is what a Learner keeps in the context's memory (Kept), across Init.
+	kept any
 }
 
 // NewRoutingContext returns an unsettled context for req on model, with candidates.
@@ -125,6 +127,16 @@ func (rc *RoutingContext) PromptHashes(key uint64) ([]uint64, bool) {
 func (rc *RoutingContext) SetPromptHashes(key uint64, hashes []uint64) {
 	rc.hashes, rc.hashKey, rc.hashed = hashes, key, true
 }
+
+// Kept returns what SetKept stored in the context, nil if nothing: memory a Learner
+// reuses for the Receipt of each request routed in this context's memory, so that a
+// caller that routes one request after another in one context (Init) allocates no
+// receipt per request. Init keeps it: a context is initialised again only once nobody
+// uses its target, and with it the receipt, any more.
+func (rc *RoutingContext) Kept() any { return rc.kept }
+
+// SetKept stores v in the context for Kept to return, replacing what was stored.
+func (rc *RoutingContext) SetKept(v any) { rc.kept = v }
 
 // Resolve settles the context with t. It reports false if the context was already
 // settled, in which case the caller still owns t and MUST release it.

@@ -506,7 +506,8 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 	var rec *receipt
 	var tickBuf [stackTicks]uint64
 	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, tickBuf[:0]); len(held) > 0 {
-		rec = &receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: blocks, ticks: slices.Clone(held),
+		rec = keptReceipt(rc)
+		*rec = receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: blocks, ticks: append(rec.ticks[:0], held...),
 			observe: r.cfg.ObserveTrim}
 	}
 	if r.cfg.ObserveMatch != nil {
@@ -564,6 +565,18 @@ type receipt struct {
 	floor uint64
 	// observe is Config.ObserveTrim.
 	observe func(blocks int)
+}
+
+// keptReceipt returns the receipt kept in rc's memory, made and kept there on first
+// use: Learn writes over it, its ticks' capacity reused, for each request routed in that
+// memory. A Served that learns again writes over the receipt it replaces.
+func keptReceipt(rc *routing.RoutingContext) *receipt {
+	rec, ok := rc.Kept().(*receipt)
+	if !ok {
+		rec = new(receipt)
+		rc.SetKept(rec)
+	}
+	return rec
 }
 
 // Settle trims the index when the engine reports fewer cached tokens than expected: the

@@ -580,38 +580,60 @@ func held(r *prefixcache.Router, fleet *routingtest.Fleet, pod int, prompt strin
 // index expected, the index forgets everything routed to it before the first block the
 // engine lacked; when it reports them all, nothing. It holds whether a repeated Learn of
 // a prompt moves the prompt's ticks on (retouch interval 0) or leaves them (an hour).
+//
+// Each request is learnt in a context of its own, or all in one context's memory, as a
+// caller that routes one request after another initialises it again (Init): the
+// receipt kept there for the next request is then the same memory.
 func TestEngineReportTrimsTheIndex(t *testing.T) {
 	for _, every := range []time.Duration{0, time.Hour} {
-		t.Run("retouch every "+every.String(), func(t *testing.T) {
-			fleet := routingtest.NewFleet("llama", 1)
-			r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
-			r.SetRetouchEvery(every)
-			older, prompt := "xxxxyyyyzzzzwwww", promptABCD
-			learn := func(p string) routing.Receipt {
-				return r.Learn(fleet.Context(routing.Request{Prompt: p}), fleet.Pod(0))
-			}
+		for _, reuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("retouch every %s/one context %t", every, reuse), func(t *testing.T) {
+				checkEngineReportTrimsTheIndex(t, every, reuse)
+			})
+		}
+	}
+}
 
-			if rec := learn(older); rec != nil {
-				t.Errorf("Learn of a prompt nothing of which was expected returned a receipt")
-			}
-			learn(prompt)
-			rec := learn(prompt) // expected held: 4 blocks
-			if rec == nil {
-				t.Fatal("Learn of a prompt expected held returned no receipt")
-			}
-			rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 16})
-			if got := held(r, fleet, 0, older); got != 4 {
-				t.Errorf("after a full hit, the older prompt is held for %d blocks, want 4", got)
-			}
-			rec = learn(prompt)
-			rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 0})
-			if got := held(r, fleet, 0, older); got != 0 {
-				t.Errorf("after a miss, the older prompt is held for %d blocks, want 0: the engine evicted it first", got)
-			}
-			if got := held(r, fleet, 0, prompt); got != 4 {
-				t.Errorf("the prompt the engine just prefilled is held for %d blocks, want 4", got)
-			}
-		})
+func checkEngineReportTrimsTheIndex(t *testing.T, every time.Duration, reuse bool) {
+	fleet := routingtest.NewFleet("llama", 1)
+	r := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	r.SetRetouchEvery(every)
+	older, prompt := "xxxxyyyyzzzzwwww", promptABCD
+	var rc routing.RoutingContext
+	pod := fleet.Pod(0)
+	learn := func(p string) routing.Receipt {
+		if !reuse {
+			return r.Learn(fleet.Context(routing.Request{Prompt: p}), pod)
+		}
+		fleet.InitContext(&rc, routing.Request{Prompt: p})
+		return r.Learn(&rc, pod)
+	}
+
+	if rec := learn(older); rec != nil {
+		t.Errorf("Learn of a prompt nothing of which was expected returned a receipt")
+	}
+	learn(prompt)
+	rec := learn(prompt) // expected held: 4 blocks
+	if rec == nil {
+		t.Fatal("Learn of a prompt expected held returned no receipt")
+	}
+	rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 16})
+	if got := held(r, fleet, 0, older); got != 4 {
+		t.Errorf("after a full hit, the older prompt is held for %d blocks, want 4", got)
+	}
+	rec = learn(prompt)
+	rec.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 0})
+	if got := held(r, fleet, 0, older); got != 0 {
+		t.Errorf("after a miss, the older prompt is held for %d blocks, want 0: the engine evicted it first", got)
+	}
+	if got := held(r, fleet, 0, prompt); got != 4 {
+		t.Errorf("the prompt the engine just prefilled is held for %d blocks, want 4", got)
+	}
+	if reuse && every > 0 {
+		// Learning again what is held, in the same memory, reuses the kept receipt.
+		if allocs := testing.AllocsPerRun(100, func() { learn(prompt) }); allocs != 0 {
+			t.Errorf("Learn of a held prompt in one context's memory allocated %v times per call, want 0", allocs)
+		}
 	}
 }
 
