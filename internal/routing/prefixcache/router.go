@@ -506,7 +506,7 @@ func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Re
 	var rec *receipt
 	var tickBuf [stackTicks]uint64
 	if held := r.index.Ticks(chosen.Key, hashes, e.Epoch, tickBuf[:0]); len(held) > 0 {
-		rec = keptReceipt(rc)
+		rec = r.keptReceipt(rc)
 		*rec = receipt{index: r.index, key: chosen.Key, epoch: e.Epoch, blocks: blocks, ticks: append(rec.ticks[:0], held...),
 			observe: r.cfg.ObserveTrim}
 	}
@@ -567,13 +567,18 @@ type receipt struct {
 	observe func(blocks int)
 }
 
-// keptReceipt returns the receipt kept in rc's memory, made and kept there on first
+// keptReceipt returns the receipt r keeps in rc's memory, made and kept there on first
 // use: Learn writes over it, its ticks' capacity reused, for each request routed in that
-// memory. A Served that learns again writes over the receipt it replaces.
-func keptReceipt(rc *routing.RoutingContext) *receipt {
-	rec, ok := rc.Kept().(*receipt)
-	if !ok {
-		rec = new(receipt)
+// memory. A Served that learns again writes over the receipt it replaces. When rc keeps
+// another router's receipt, which a decision that several routers learn from still
+// holds, it returns a new one.
+func (r *Router) keptReceipt(rc *routing.RoutingContext) *receipt {
+	kept := rc.Kept()
+	if rec, ok := kept.(*receipt); ok && rec.index == r.index {
+		return rec
+	}
+	rec := new(receipt)
+	if kept == nil {
 		rc.SetKept(rec)
 	}
 	return rec

@@ -729,3 +729,33 @@ func TestScoreCellsIsScore(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiptsOfTwoRoutersInOneContext: two routers learning one request in one
+// context's memory, as the terms of a weighted policy may, each return a receipt of
+// their own: a miss settled on the first trims the first router's index alone.
+func TestReceiptsOfTwoRoutersInOneContext(t *testing.T) {
+	fleet := routingtest.NewFleet("llama", 1)
+	pod := fleet.Pod(0)
+	a := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	b := prefixcache.New(prefixcache.Config{BlockSize: 1, Pods: fleet.Cache}, routingtest.SeededRandom(1))
+	older := "xxxxyyyyzzzzwwww"
+	var rc routing.RoutingContext
+	for _, p := range []string{older, promptABCD} {
+		for _, r := range []*prefixcache.Router{a, b} {
+			fleet.InitContext(&rc, routing.Request{Prompt: p})
+			r.Learn(&rc, pod)
+		}
+	}
+	fleet.InitContext(&rc, routing.Request{Prompt: promptABCD})
+	recA, recB := a.Learn(&rc, pod), b.Learn(&rc, pod)
+	if recA == nil || recB == nil || recA == recB {
+		t.Fatalf("receipts %p and %p, want one of each router's", recA, recB)
+	}
+	recA.Settle(routing.Usage{PromptTokens: 16, CachedTokens: 0})
+	if got := held(a, fleet, 0, older); got != 0 {
+		t.Errorf("after a miss settled on the first router, it holds the older prompt for %d blocks, want 0", got)
+	}
+	if got := held(b, fleet, 0, older); got != 4 {
+		t.Errorf("after a miss settled on the first router, the second holds the older prompt for %d blocks, want 4", got)
+	}
+}

@@ -160,19 +160,21 @@ type buffers struct {
 // Learn passes the routed request on to every term that learns and returns their
 // receipts as one.
 func (r *Router) Learn(rc *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
-	var all receipts
+	var first routing.Receipt
+	var all receipts // made only for a second receipt
 	for _, l := range r.learners {
-		if rec := l.Learn(rc, chosen); rec != nil {
+		switch rec := l.Learn(rc, chosen); {
+		case rec == nil:
+		case first == nil:
+			first = rec
+		default:
 			all = append(all, rec)
 		}
 	}
-	switch len(all) {
-	case 0:
-		return nil
-	case 1:
-		return all[0]
+	if all == nil {
+		return first
 	}
-	return all
+	return append(all, first)
 }
 
 // receipts settles several terms' receipts.

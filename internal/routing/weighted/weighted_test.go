@@ -2,6 +2,7 @@ package weighted_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -46,18 +47,33 @@ func (fewestInFlight) Score(_ *routing.RoutingContext, cands []routing.Candidate
 	return nil
 }
 
-// learning is a fixed scorer that records the endpoints it learns.
+// learning is a fixed scorer that records the endpoints it learns; with receipts set,
+// it returns a receipt that counts its settlements in settled.
 type learning struct {
 	fixed
-	mu      sync.Mutex
-	learned []string
+	receipts bool
+	mu       sync.Mutex
+	learned  []string
+	settled  int
 }
 
 func (l *learning) Learn(_ *routing.RoutingContext, chosen *cache.Pod) routing.Receipt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.learned = append(l.learned, chosen.Key.Name)
-	return nil
+	if !l.receipts {
+		return nil
+	}
+	return (*learningReceipt)(l)
+}
+
+// learningReceipt is a learning term's receipt.
+type learningReceipt learning
+
+func (r *learningReceipt) Settle(routing.Usage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settled++
 }
 
 // mustNew returns a Router over terms with seeded randomness.
@@ -247,6 +263,38 @@ func TestLearnReachesLearningTerms(t *testing.T) {
 	r.Learn(rc, cands[1].Pod)
 	if want := []string{cands[1].Key.Name}; !slices.Equal(l.learned, want) {
 		t.Errorf("learned %v, want %v", l.learned, want)
+	}
+}
+
+// TestLearnReturnsEveryTermsReceipt: the receipt Learn returns settles each receipt the
+// terms returned once, whether none, one or several terms return one.
+func TestLearnReturnsEveryTermsReceipt(t *testing.T) {
+	for receipts := range 4 {
+		terms := []weighted.Term{{Name: "plain", Scorer: fixed{0, 1}, Weight: 1}}
+		var learners []*learning
+		for i := range 3 {
+			l := &learning{fixed: fixed{1, 0}, receipts: i < receipts}
+			learners = append(learners, l)
+			terms = append(terms, weighted.Term{Name: fmt.Sprintf("learning%d", i), Scorer: l, Weight: 1})
+		}
+		r := mustNew(t, terms...)
+		rc, cands := contextOf(2)
+		rec := r.Learn(rc, cands[1].Pod)
+		if (rec == nil) != (receipts == 0) {
+			t.Fatalf("%d terms returned receipts; Learn returned %v", receipts, rec)
+		}
+		if rec != nil {
+			rec.Settle(routing.Usage{PromptTokens: 1})
+		}
+		for i, l := range learners {
+			want := 0
+			if i < receipts {
+				want = 1
+			}
+			if l.settled != want {
+				t.Errorf("%d terms returned receipts: term %d settled %d times, want %d", receipts, i, l.settled, want)
+			}
+		}
 	}
 }
 
