@@ -50,9 +50,9 @@ var (
 // Settled returns is made on first demand, under mu, and closed by the settling call, so
 // that a decision settled synchronously makes none. Wait and Settled may be used by any
 // number of goroutines. Request, Model, Candidates, Cells and Now are set at
-// construction and never written again. The cached prompt hashes belong to the routing
-// decision, which uses the context from one goroutine at a time (the queue hands a
-// waiting context over under its lock).
+// construction and never written again. The cached prompt hashes and what a Learner
+// keeps (Kept) belong to the routing decision, which uses the context from one goroutine
+// at a time (the queue hands a waiting context over under its lock).
 type RoutingContext struct {
 	context.Context
 	Request
