@@ -253,15 +253,21 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	// holder has as many, and the holders decide alone, no other count is read.
 	var lenBuf [16]int
 	ch := r.charges(tokens, matches, lenBuf[:0])
+	guarded := func() int64 { // the cutoff of both, the idlest count read on first need
+		if idlest < 0 {
+			idlest = idlestCount(counts)
+		}
+		return min(limit, idlest+threshold)
+	}
 	cutoff := limit
+	if idlest >= 0 {
+		cutoff = guarded()
+	}
 	for j := range matches {
 		m := &matches[j]
 		if m.inFlight = counts[m.candidate].Value(); m.inFlight >= threshold && idlest < 0 {
-			idlest = idlestCount(counts)
+			cutoff = guarded()
 		}
-	}
-	if idlest >= 0 {
-		cutoff = min(limit, idlest+threshold)
 	}
 	bound := math.Inf(1)
 	for j := range matches {
@@ -279,9 +285,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		}
 		return best.chosen(r.rnd), best.inFlight, true
 	}
-	if idlest < 0 {
-		cutoff = min(limit, idlestCount(counts)+threshold)
-	}
+	cutoff = guarded()
 	for i, h := range cells {
 		if len(matches) > 0 && matches[0].candidate == i {
 			if m := matches[0]; m.inFlight < cutoff {

@@ -629,7 +629,7 @@ func checkEngineReportTrimsTheIndex(t *testing.T, every time.Duration, reuse boo
 	if got := held(r, fleet, 0, prompt); got != 4 {
 		t.Errorf("the prompt the engine just prefilled is held for %d blocks, want 4", got)
 	}
-	if reuse && every > 0 {
+	if reuse {
 		// Learning again what is held, in the same memory, reuses the kept receipt.
 		if allocs := testing.AllocsPerRun(100, func() { learn(prompt) }); allocs != 0 {
 			t.Errorf("Learn of a held prompt in one context's memory allocated %v times per call, want 0", allocs)
