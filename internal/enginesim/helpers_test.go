@@ -210,9 +210,14 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string) float64
 	return 0
 }
 
-// label returns a label's value on a family's first series.
+// label returns a label's value on a family's first series, "" while the family has no
+// series (an info gauge the engine sets anew between two scrapes).
 func label(fams map[string]*dto.MetricFamily, name, key string) string {
-	for _, l := range fams[name].GetMetric()[0].GetLabel() {
+	series := fams[name].GetMetric()
+	if len(series) == 0 {
+		return ""
+	}
+	for _, l := range series[0].GetLabel() {
 		if l.GetName() == key {
 			return l.GetValue()
 		}
