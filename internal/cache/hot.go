@@ -11,28 +11,35 @@ import (
 )
 
 // Hot is the summary of one pod's latest metrics snapshot, the part of a pod that
-// routing decisions read for every candidate besides its in-flight count: two cache
-// lines, free of pointers and written only by scrapes. Cells are allocated in slabs in
-// the order pods are added, and candidate sets list them beside their pods (PodSet), so
-// that a decision over thousands of candidates reads one small cell each, mostly in
-// sequence, rather than chasing pointers from each Pod. A Hot is shared by every version
-// of its pod.
+// routing decisions read for every candidate besides its in-flight count: eleven words,
+// free of pointers and written only by scrapes. A Hot is shared by every version of its
+// pod.
+//
+// Cells are allocated in slabs in the order pods are added, and candidate sets list them
+// beside their pods (PodSet). A slab stores its cells word by word (hotCells): word 0 of
+// every cell side by side, then word 1 of every cell, and so on. A Hot is a view of one
+// cell's column: its word w is w rows after its word 0, and the words between are the
+// other cells'. So a decision over thousands of candidates reads, of each, only the
+// words it needs, eight candidates' to a cache line for pods added one after another:
+// least-kv-cache reads three words, 24 bytes, of a candidate, where a cell kept whole
+// would cost it a 64-byte line. A Hot MUST come from a hotAllocator; one made otherwise
+// holds its words and nothing of other cells, but is as large as a slab.
 //
 // Synchronisation model: each word of the summary is stored and loaded atomically,
 // without a lock on the read side: a reader racing a store may combine words of two
 // consecutive snapshots of the engine, which routing tolerates as it tolerates metrics
 // one scrape old. The words are written by podState, which serialises its writers.
 type Hot struct {
-	summary [summaryWords]atomic.Uint64
-	_       [16 - summaryWords]uint64 // to two cache lines
+	words [summaryWords]struct {
+		atomic.Uint64
+		_ [hotSlab - 1]uint64 // the same word of the slab's other cells
+	}
 }
 
 // summaryWords is the size of a stored metrics summary in 64-bit words.
 const summaryWords = 11
 
-// The summary's words. The first eight, in the cell's first cache line, are what most
-// decisions read: the KV cache (KV), what a prediction of the time to first token reads
-// of an engine with room (Backlog), and the engine's recent work (Throughput).
+// The summary's words.
 const (
 	wordScrapedAt = iota
 	wordUsage
@@ -40,20 +47,27 @@ const (
 	wordBeyond
 	wordSlots
 	wordPrefill
-	wordEpoch   // Profile.Epoch, with learntBit set when the speed is learnt
-	wordWork    // the float32 bits of Running<<32 | those of Profile.Throughput (NaN when not known)
-	wordService // the second line: the rest of Speed, and of Queue
+	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
+	wordWork  // the float32 bits of Running<<32 | those of Profile.Throughput (NaN when not known)
+	wordService
 	wordWaiting // the float32 bits of Waiting<<32 | LocalInFlight
 	wordDecode
 )
 
+// hotSlab is the number of cells allocated together: a row of a slab is 4 KiB, so that a
+// decision reading a word of pods added one after another reads a page of it in sequence,
+// which the processor's prefetcher follows, before it moves on to the next slab.
+const hotSlab = 512
+
+// hotCells is a slab of cells stored word by word: row w holds word w of every cell.
+// The Hot of cell j starts at row 0's word j and spans the rows after it, up to the
+// spare last row, which keeps the last cell's Hot within the slab. The slab, 48 KiB, is
+// allocated in whole pages, so every row starts on a page.
+type hotCells [summaryWords + 1][hotSlab]uint64
+
 // learntBit marks, in the epoch word, a learnt speed (Speed.Learnt); an epoch counts
 // restarts and never comes near it.
 const learntBit = 1 << 63
-
-// hotSlab is the number of cells allocated together: one 8 KiB allocation, which holds
-// no pointer and so starts on a page, keeping every cell within its two cache lines.
-const hotSlab = 64
 
 // countSlab is the number of in-flight counts allocated together, 4 KiB: countLines
 // cache lines of eight counts each.
@@ -65,19 +79,22 @@ const (
 // hotAllocator hands out cells and in-flight counts from slabs. It is not safe for
 // concurrent use; the Cache calls it under its writer lock.
 type hotAllocator struct {
-	slab   []Hot
-	counts []Count
+	// slab is where the next cells come from, the first free of them at nextCell.
+	slab     *hotCells
+	nextCell int
+	counts   []Count
 	// nextCount is the number of counts handed out of the current slab.
 	nextCount int
 }
 
-// next returns a fresh cell.
+// next returns a fresh cell: the column of the current slab that starts at the next
+// word of its first row.
 func (a *hotAllocator) next() *Hot {
-	if len(a.slab) == 0 {
-		a.slab = make([]Hot, hotSlab)
+	if a.nextCell == 0 {
+		a.slab = new(hotCells)
 	}
-	h := &a.slab[0]
-	a.slab = a.slab[1:]
+	h := (*Hot)(unsafe.Pointer(&a.slab[0][a.nextCell]))
+	a.nextCell = (a.nextCell + 1) % hotSlab
 	return h
 }
 
@@ -154,7 +171,7 @@ func (st *podState) reset() uint64 {
 
 // ScrapedAt returns when the latest snapshot was scraped, in Unix nanoseconds; 0 means
 // none. Decisions load it before the other words (see write).
-func (h *Hot) ScrapedAt() int64 { return int64(h.summary[wordScrapedAt].Load()) }
+func (h *Hot) ScrapedAt() int64 { return int64(h.words[wordScrapedAt].Load()) }
 
 // KV is what a snapshot tells of an engine's KV cache.
 type KV struct {
@@ -167,22 +184,20 @@ type KV struct {
 
 // KV returns the latest snapshot's KV cache and scrape time.
 func (h *Hot) KV() KV {
-	w := &h.summary
-	at := int64(w[wordScrapedAt].Load()) // first: see write
-	g := w[wordGeometry].Load()
-	return KV{at, math.Float64frombits(w[wordUsage].Load()), int64(g >> 32), int64(g & math.MaxUint32)}
+	at := int64(h.words[wordScrapedAt].Load()) // first: see write
+	g := h.words[wordGeometry].Load()
+	return KV{at, math.Float64frombits(h.words[wordUsage].Load()), int64(g >> 32), int64(g & math.MaxUint32)}
 }
 
 // Queue returns the latest snapshot's queue (Metrics.Queue), its running and waiting
 // counts rounded to float32 (exact below 1<<24).
 func (h *Hot) Queue() endpoint.Queue {
-	w := &h.summary
-	ww := w[wordWaiting].Load()
+	ww := h.words[wordWaiting].Load()
 	return endpoint.Queue{
-		Running:       float64(math.Float32frombits(uint32(w[wordWork].Load() >> 32))),
+		Running:       float64(math.Float32frombits(uint32(h.words[wordWork].Load() >> 32))),
 		Waiting:       float64(math.Float32frombits(uint32(ww >> 32))),
 		LocalInFlight: int64(uint32(ww)),
-		Slots:         math.Float64frombits(w[wordSlots].Load()),
+		Slots:         math.Float64frombits(h.words[wordSlots].Load()),
 	}
 }
 
@@ -199,16 +214,15 @@ type Throughput struct {
 
 // Throughput returns the latest snapshot's Throughput.
 func (h *Hot) Throughput() Throughput {
-	w := &h.summary
-	at := int64(w[wordScrapedAt].Load()) // first: see write
-	work := w[wordWork].Load()
+	at := int64(h.words[wordScrapedAt].Load()) // first: see write
+	work := h.words[wordWork].Load()
 	rate := float64(math.Float32frombits(uint32(work)))
 	return Throughput{ScrapedAt: at, TokensPerSecond: rate, Known: at != 0 && rate == rate, // NaN: not known
 		Running: float64(math.Float32frombits(uint32(work >> 32)))}
 }
 
 // Backlog is the part of a snapshot that a prediction of the time to first token reads
-// of an engine where a request would not wait: one cache line of the cell.
+// of an engine where a request would not wait.
 type Backlog struct {
 	// Beyond is Beyond of the snapshot's queue.
 	Beyond float64
@@ -221,12 +235,11 @@ type Backlog struct {
 
 // Backlog returns the latest snapshot's Backlog.
 func (h *Hot) Backlog() Backlog {
-	w := &h.summary
 	return Backlog{
-		Beyond:          math.Float64frombits(w[wordBeyond].Load()),
-		Slots:           math.Float64frombits(w[wordSlots].Load()),
-		PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
-		Learnt:          w[wordEpoch].Load()&learntBit != 0,
+		Beyond:          math.Float64frombits(h.words[wordBeyond].Load()),
+		Slots:           math.Float64frombits(h.words[wordSlots].Load()),
+		PrefillPerToken: math.Float64frombits(h.words[wordPrefill].Load()),
+		Learnt:          h.words[wordEpoch].Load()&learntBit != 0,
 	}
 }
 
@@ -237,28 +250,27 @@ func Beyond(q endpoint.Queue) float64 {
 }
 
 // Slots returns the latest snapshot's learnt slot count (Queue.Slots), alone.
-func (h *Hot) Slots() float64 { return math.Float64frombits(h.summary[wordSlots].Load()) }
+func (h *Hot) Slots() float64 { return math.Float64frombits(h.words[wordSlots].Load()) }
 
 // Speed returns the speed of the latest snapshot's engine (Profile.Speed).
 func (h *Hot) Speed() endpoint.Speed {
-	w := &h.summary
 	return endpoint.Speed{
-		PrefillPerToken: math.Float64frombits(w[wordPrefill].Load()),
-		Service:         math.Float64frombits(w[wordService].Load()),
-		DecodePerToken:  math.Float64frombits(w[wordDecode].Load()),
-		Learnt:          w[wordEpoch].Load()&learntBit != 0,
+		PrefillPerToken: math.Float64frombits(h.words[wordPrefill].Load()),
+		Service:         math.Float64frombits(h.words[wordService].Load()),
+		DecodePerToken:  math.Float64frombits(h.words[wordDecode].Load()),
+		Learnt:          h.words[wordEpoch].Load()&learntBit != 0,
 	}
 }
 
 // Epoch returns the restart epoch of the latest snapshot's engine (Profile.Epoch).
-func (h *Hot) Epoch() uint64 { return h.summary[wordEpoch].Load() &^ learntBit }
+func (h *Hot) Epoch() uint64 { return h.words[wordEpoch].Load() &^ learntBit }
 
 // write stores the summary words, the scrape time (word 0) last, so that a reader that
 // loads a snapshot's time first sees the rest of that snapshot or a later one. The
 // caller holds the mu of the pod's podState.
 func (h *Hot) write(w *[summaryWords]uint64) {
 	for i := len(w) - 1; i >= 0; i-- {
-		h.summary[i].Store(w[i])
+		h.words[i].Store(w[i])
 	}
 }
 

@@ -80,16 +80,38 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	}
 }
 
-// TestHotCellsKeepToTheirCacheLines checks the layout decisions read: a cell is two cache
-// lines, and the cells of a slab start on line boundaries.
+// TestHotCellsKeepToTheirCacheLines checks the layout decisions read: a slab stores its
+// cells word by word, each row on a cache line boundary, the cells of pods added one
+// after another side by side in it; and every word of every cell is its own.
 func TestHotCellsKeepToTheirCacheLines(t *testing.T) {
-	if size := unsafe.Sizeof(Hot{}); size != 128 {
-		t.Errorf("a Hot is %d bytes, want 128 (two cache lines)", size)
-	}
 	var a hotAllocator
-	for i := range 2 * hotSlab {
-		if addr := uintptr(unsafe.Pointer(a.next())); addr%64 != 0 {
-			t.Fatalf("cell %d at %#x, not on a cache line", i, addr)
+	cells := make([]*Hot, 3*hotSlab)
+	for i := range cells {
+		cells[i] = a.next()
+		if i%hotSlab == 0 {
+			for w := range summaryWords {
+				if addr := uintptr(unsafe.Pointer(&cells[i].words[w])); addr%64 != 0 {
+					t.Fatalf("row %d of slab %d at %#x, not on a cache line", w, i/hotSlab, addr)
+				}
+			}
+			continue
+		}
+		if got, want := uintptr(unsafe.Pointer(cells[i])), uintptr(unsafe.Pointer(cells[i-1]))+8; got != want {
+			t.Fatalf("cell %d at %#x, want %#x: the word after cell %d's", i, got, want, i-1)
+		}
+	}
+	for i, h := range cells {
+		var w [summaryWords]uint64
+		for j := range w {
+			w[j] = uint64(i*summaryWords + j + 1)
+		}
+		h.write(&w)
+	}
+	for i, h := range cells {
+		for j := range summaryWords {
+			if got, want := h.words[j].Load(), uint64(i*summaryWords+j+1); got != want {
+				t.Fatalf("word %d of cell %d is %d, want %d: cells share words", j, i, got, want)
+			}
 		}
 	}
 }
@@ -152,7 +174,8 @@ func TestCountsAreDense(t *testing.T) {
 // TestHotReadersRaceAStore reads a cell's summary while it is stored and reset; under
 // -race it checks that readers need no lock, and each read sees a stored scrape time.
 func TestHotReadersRaceAStore(t *testing.T) {
-	st := &podState{hot: new(Hot)}
+	var a hotAllocator
+	st := &podState{hot: a.next()}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {

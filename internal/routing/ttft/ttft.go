@@ -227,7 +227,7 @@ func (e *Estimator) decode(learnt bool, perToken, output float64) float64 {
 // FromCell is Latency for the engine whose hot cell is h, with n requests of this
 // process in flight there, of the ages that ages tells, and its metrics fresh, read from
 // the cell; with no output tokens, it is TTFT. Where the request would not wait (Idle),
-// it reads the cell's Backlog, one cache line, and its speed only for output tokens,
+// it reads the cell's Backlog, four words, and its speed only for output tokens,
 // and never asks ages.
 func (e *Estimator) FromCell(h *cache.Hot, ages Ages, n int64, uncached, output float64) float64 {
 	b := h.Backlog()
