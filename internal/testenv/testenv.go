@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,15 +262,46 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// FreeAddr returns a host:port of host that was free a moment ago.
+// FreeAddr returns a host:port of host that was free a moment ago, on a port that no
+// earlier call in this process returned. A returned port stays free only until its user
+// binds it, and until then the kernel may give it to the next listener on port 0: two
+// calls a moment apart returned one port to the e2e suite's Gateway listener and its
+// manager's health probes, and the gateway could never bind its listener.
 func FreeAddr(t testing.TB, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().(*net.TCPAddr)
+		ln.Close()
+		if handedOut.claim(addr.Port) {
+			return addr.String()
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no port of %s is free that FreeAddr has not returned before", host)
+	return ""
+}
+
+// handedOut is the set of ports FreeAddr returned, on any host.
+var handedOut = portSet{ports: map[int]bool{}}
+
+// portSet is a set of ports, safe for concurrent use.
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// claim adds port to the set and reports whether it was not there before.
+func (s *portSet) claim(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports[port] {
+		return false
+	}
+	s.ports[port] = true
+	return true
 }
 
 // WaitUntil polls cond every 50ms and fails t if it does not hold within timeout.
