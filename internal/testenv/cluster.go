@@ -143,10 +143,7 @@ func InProcessEngine(t testing.TB, host string, cfg enginesim.Config) (*enginesi
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := Listen(t, host)
 	srv := &http.Server{Handler: e.Handler()}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

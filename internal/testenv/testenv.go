@@ -284,7 +284,27 @@ func FreeAddr(t testing.TB, host string) string {
 	return ""
 }
 
-// handedOut is the set of ports FreeAddr returned, on any host.
+// Listen returns a listener on a port of host that FreeAddr did not return, and that
+// FreeAddr will not return: a port FreeAddr returned may still wait for its user to bind
+// it. The listener is closed when the test ends.
+func Listen(t testing.TB, host string) net.Listener {
+	t.Helper()
+	for range 1000 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if handedOut.claim(ln.Addr().(*net.TCPAddr).Port) {
+			t.Cleanup(func() { _ = ln.Close() })
+			return ln
+		}
+		ln.Close()
+	}
+	t.Fatalf("no port of %s is free that FreeAddr has not returned", host)
+	return nil
+}
+
+// handedOut is the set of ports FreeAddr returned or Listen listens on, on any host.
 var handedOut = portSet{ports: map[int]bool{}}
 
 // portSet is a set of ports, safe for concurrent use.

@@ -51,10 +51,7 @@ func (u unloadCall) String() string { return u.adapter + " at " + u.at.Format(ti
 func (s *system) startTappedEngine(t testing.TB, host, model string, flags ...string) *tappedEngine {
 	e := &tappedEngine{s: s, host: host, engine: testenv.FreeAddr(t, host), model: model, flags: flags}
 	e.proc = s.runEngine(t, e.engine, model, flags...)
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t, host)
 	e.tap = ln.Addr().String()
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: e.engine})
 	// An engine that is down answers 502 through the proxy, silently.
