@@ -50,10 +50,7 @@ func echoServer(t testing.TB, host, pod string) (addr string, hits *atomic.Int64
 // echoServerSpeaking is echoServer speaking protocols (nil: HTTP/1.1).
 func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocols) (addr string, hits *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t, host)
 	hits = new(atomic.Int64)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -89,10 +86,7 @@ func echoServerSpeaking(t testing.TB, host, pod string, protocols *http.Protocol
 // test ends.
 func upgradeEchoServer(t testing.TB, host string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t, host)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "echo" {
 			http.Error(w, "upgrade to echo", http.StatusUpgradeRequired)

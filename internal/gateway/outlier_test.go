@@ -29,10 +29,7 @@ type attemptCounter struct {
 func (c *attemptCounter) proxy(t *testing.T, engine string) string {
 	t.Helper()
 	host, _, _ := net.SplitHostPort(engine)
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t, host)
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: engine})
 	rp.FlushInterval = -1
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

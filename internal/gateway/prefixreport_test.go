@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -55,10 +54,7 @@ func forgetfulEngine(t *testing.T, host, model string) string {
 		}
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testenv.Listen(t, host)
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

@@ -269,59 +269,53 @@ func (p *Process) Exited() bool {
 // manager's health probes, and the gateway could never bind its listener.
 func FreeAddr(t testing.TB, host string) string {
 	t.Helper()
-	for range 1000 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().(*net.TCPAddr)
-		ln.Close()
-		if handedOut.claim(addr.Port) {
-			return addr.String()
-		}
-	}
-	t.Fatalf("no port of %s is free that FreeAddr has not returned before", host)
-	return ""
+	ln := listenUnclaimed(t, host)
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Listen returns a listener on a port of host that FreeAddr did not return, and that
 // FreeAddr will not return: a port FreeAddr returned may still wait for its user to bind
-// it. The listener is closed when the test ends.
+// it. Tests of a process that uses FreeAddr listen on port 0 through it. The listener is
+// closed when the test ends.
 func Listen(t testing.TB, host string) net.Listener {
+	t.Helper()
+	ln := listenUnclaimed(t, host)
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// claimed holds the ports FreeAddr returned or Listen listens on, on any host.
+var claimed struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// listenUnclaimed listens on a port of host that was not claimed, and claims it.
+func listenUnclaimed(t testing.TB, host string) net.Listener {
 	t.Helper()
 	for range 1000 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if handedOut.claim(ln.Addr().(*net.TCPAddr).Port) {
-			t.Cleanup(func() { _ = ln.Close() })
+		port := ln.Addr().(*net.TCPAddr).Port
+		claimed.Lock()
+		taken := claimed.ports[port]
+		if !taken {
+			if claimed.ports == nil {
+				claimed.ports = map[int]bool{}
+			}
+			claimed.ports[port] = true
+		}
+		claimed.Unlock()
+		if !taken {
 			return ln
 		}
 		ln.Close()
 	}
-	t.Fatalf("no port of %s is free that FreeAddr has not returned", host)
+	t.Fatalf("no port of %s is free that FreeAddr or Listen has not claimed", host)
 	return nil
-}
-
-// handedOut is the set of ports FreeAddr returned or Listen listens on, on any host.
-var handedOut = portSet{ports: map[int]bool{}}
-
-// portSet is a set of ports, safe for concurrent use.
-type portSet struct {
-	mu    sync.Mutex
-	ports map[int]bool
-}
-
-// claim adds port to the set and reports whether it was not there before.
-func (s *portSet) claim(port int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ports[port] {
-		return false
-	}
-	s.ports[port] = true
-	return true
 }
 
 // WaitUntil polls cond every 50ms and fails t if it does not hold within timeout.
