@@ -227,16 +227,32 @@ func (r *Router) combine(totals, scratch []float64, score func(k int, scores []f
 func addNormalised(totals, scores []float64, weight float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range scores {
+		// Compared directly: min and max would test each score for NaN and signed zero,
+		// which finite has ruled out or which cannot change the result.
 		if finite(s) {
-			lo, hi = min(lo, s), max(hi, s)
+			if s < lo {
+				lo = s
+			}
+			if s > hi {
+				hi = s
+			}
 		}
 	}
 	r := max(hi-lo, math.Abs(hi), math.Abs(lo))
+	if !(r > 0) { // no finite score, or all of them zero
+		for i, s := range scores {
+			if finite(s) || s > 0 {
+				totals[i] += weight
+			}
+		}
+		return
+	}
+	perUnit := weight / r // a multiplication per score instead of a division
 	for i, s := range scores {
 		switch {
-		case finite(s) && r > 0:
-			totals[i] += weight * (1 - (hi-s)/r)
-		case finite(s) || s > 0: // all finite scores zero, or +Inf
+		case finite(s):
+			totals[i] += weight - (hi-s)*perUnit
+		case s > 0: // +Inf
 			totals[i] += weight
 		}
 	}

@@ -157,6 +157,10 @@ func TestScoreNormalisesAndWeighs(t *testing.T) {
 		}, want: []float64{1.0 / 3, 2.0 / 3, 1}},
 		{name: "non-finite scores", terms: []weighted.Term{{Scorer: fixed{-inf, 0, 10, inf, math.NaN()}, Weight: 1}},
 			want: []float64{0, 0, 1, 1, 0}},
+		{name: "zero scores are all the weight", terms: []weighted.Term{{Scorer: fixed{0, 0, inf}, Weight: 2}},
+			want: []float64{2, 2, 2}},
+		{name: "no finite score", terms: []weighted.Term{{Scorer: fixed{inf, -inf, math.NaN()}, Weight: 2}},
+			want: []float64{2, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
