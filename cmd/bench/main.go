@@ -57,7 +57,7 @@ func main() {
 	flag.StringVar(&cfg.GatewayPprof, "gateway-pprof", "", "Address where the gateway serves pprof, to profile a run; empty: none.")
 	flag.BoolVar(&cfg.SkipGoBench, "skip-go-bench", false, "Skip the gateway-overhead and concurrency go test benchmarks.")
 	flag.StringVar(&cfg.GatewayBenchtime, "gateway-benchtime", "1000x", "-benchtime of BenchmarkGatewayOverhead.")
-	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkRoute/.*/endpoints=(1000|10000)$", "-bench pattern of the concurrency micro-benchmarks.")
+	flag.StringVar(&cfg.MicroBenchPattern, "micro-bench", "BenchmarkListEndpoints|BenchmarkLineTransfer|BenchmarkRoute/.*/endpoints=(1000|10000)$", "-bench pattern of the concurrency micro-benchmarks.")
 	flag.StringVar(&cfg.MicroBenchtime, "micro-benchtime", "200ms", "-benchtime of the concurrency micro-benchmarks.")
 	flag.IntVar(&cfg.MicroCount, "micro-count", 5, "-count of the concurrency micro-benchmarks: each runs this often, and the report shows the medians and ranges.")
 	requestsOut := flag.String("requests-out", "", "Also write every request of the routing section to this file, one JSON object a line (its point, arrival, kind, the pod that answered, TTFT, end-to-end time, output tokens, error).")

@@ -565,6 +565,11 @@ func renderMicro(w writef, bs []GoBenchmark) {
 				s.Metrics["ns/op"]/p.Metrics["ns/op"], scale, s.Metrics["allocs/op"])
 		}
 		w("\n")
+		if t, ok := get("BenchmarkLineTransfer"); ok {
+			w("A cache line written on one core reached the other in %s ns (`BenchmarkLineTransfer`, internal/cache). ", nsCell(t))
+			w("A parallel decision pays about that for each line it reads or writes that a decision on the other core wrote since: ")
+			w("at least the in-flight count it reserves on, as every reservation publishes its count to the other core.\n\n")
+		}
 	}
 }
 

@@ -165,3 +165,34 @@ func BenchmarkSetPool(b *testing.B) {
 		c.SetPool(pool, selector, ports)
 	}
 }
+
+// BenchmarkLineTransfer measures how long a cache line written on one core takes to reach
+// another on this machine. Two goroutines take turns incrementing one counter, each
+// waiting for the other's increment, so that every increment moves the counter's line to
+// the other core: ns/op is one move. A routing decision pays about as much for each line
+// it reads or writes that a decision on another core wrote since, as a pod's in-flight
+// count is after a reservation; BenchmarkRoute's parallel speed-ups follow from it. It
+// skips with fewer than two Ps, where the turns would wait on the scheduler instead.
+func BenchmarkLineTransfer(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two Ps running at once")
+	}
+	var turn atomic.Int64
+	n := int64(b.N)
+	// take makes the increments from first on, every other one, each once turn has
+	// reached it.
+	take := func(first int64) {
+		for i := first; i < n; i += 2 {
+			for turn.Load() != i {
+			}
+			turn.Store(i + 1)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		take(1)
+	}()
+	take(0)
+	<-done
+}
