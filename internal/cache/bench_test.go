@@ -170,8 +170,8 @@ func BenchmarkSetPool(b *testing.B) {
 // another on this machine. Two goroutines take turns incrementing one counter, each
 // waiting for the other's increment, so that every increment moves the counter's line to
 // the other core: ns/op is one move. A routing decision pays about as much for each line
-// it reads or writes that a decision on another core wrote since, as a pod's in-flight
-// count is after a reservation; BenchmarkRoute's parallel speed-ups follow from it. It
+// it reads or writes that a decision on another core wrote since, such as a pod's
+// in-flight count after a reservation; BenchmarkRoute's parallel speed-ups follow from it. It
 // skips with fewer than two Ps, where the turns would wait on the scheduler instead.
 func BenchmarkLineTransfer(b *testing.B) {
 	if runtime.GOMAXPROCS(0) < 2 {

@@ -239,7 +239,7 @@ func addNormalised(totals, scores []float64, weight float64) {
 		}
 	}
 	r := max(hi-lo, math.Abs(hi), math.Abs(lo))
-	if !(r > 0) { // no finite score, or all of them zero
+	if r == 0 { // every finite score is zero: each is the highest
 		for i, s := range scores {
 			if finite(s) || s > 0 {
 				totals[i] += weight
