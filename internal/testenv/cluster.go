@@ -45,6 +45,13 @@ const EnginePort = "http"
 // would. Its container port EnginePort is the engine's port.
 func (c *Cluster) EnginePod(t testing.TB, ns, name, model, addr string, labels map[string]string) *corev1.Pod {
 	t.Helper()
+	return c.EnginePodReady(t, ns, name, model, addr, labels, true)
+}
+
+// EnginePodReady is EnginePod with the pod marked Ready or not: a pod registered
+// NotReady is never seen Ready before SetPodReady says so.
+func (c *Cluster) EnginePodReady(t testing.TB, ns, name, model, addr string, labels map[string]string, ready bool) *corev1.Pod {
+	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,7 @@ func (c *Cluster) EnginePod(t testing.TB, ns, name, model, addr string, labels m
 			Ports: []corev1.ContainerPort{{Name: EnginePort, ContainerPort: int32(portNumber)}}}}},
 	}
 	c.Create(t, pod)
-	c.SetPodReady(t, pod, host, true)
+	c.SetPodReady(t, pod, host, ready)
 	return pod
 }
 

@@ -144,7 +144,7 @@ func startSoak() *soakRun {
 	for i, host := range []string{"127.0.0.64", "127.0.0.65", "127.0.0.66", "127.0.0.67"} {
 		e := sys.startTappedEngine(GinkgoTB(), host, soakModel, "--max-loras", "16", "--time-scale", "0.2")
 		sk.engines = append(sk.engines, e)
-		sk.pods = append(sk.pods, e.pod(GinkgoTB(), ns, fmt.Sprintf("soak-%d", i), map[string]string{"app": soakApp}))
+		sk.pods = append(sk.pods, e.pod(GinkgoTB(), ns, fmt.Sprintf("soak-%d", i), map[string]string{"app": soakApp}, true))
 	}
 	route := httpRoute(soakApp, soakApp, soakApp)
 	route.Spec.Rules[0].BackendRefs[0].Name = soakApp
@@ -403,7 +403,7 @@ func (sk *soakRun) replacePod(i int) {
 	e := sk.engines[i]
 	sk.disturbing(e, func() {
 		Expect(sys.cluster.Delete(context.Background(), sk.pods[i])).To(Succeed())
-		sk.pods[i] = e.pod(GinkgoTB(), ns, fmt.Sprintf("soak-%d-%d", i, time.Now().UnixMilli()), map[string]string{"app": soakApp})
+		sk.pods[i] = e.pod(GinkgoTB(), ns, fmt.Sprintf("soak-%d-%d", i, time.Now().UnixMilli()), map[string]string{"app": soakApp}, true)
 	})
 }
 

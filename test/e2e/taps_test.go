@@ -100,15 +100,15 @@ func (e *tappedEngine) restart(t testing.TB) {
 }
 
 // pod registers a Pod ns/name for the engine, labelled with labels too, and marks it
-// Running and Ready; its port label names the proxy, which the manager calls.
-func (e *tappedEngine) pod(t testing.TB, ns, name string, labels map[string]string) *corev1.Pod {
+// Running, and Ready if ready; its port label names the proxy, which the manager calls.
+func (e *tappedEngine) pod(t testing.TB, ns, name string, labels map[string]string, ready bool) *corev1.Pod {
 	_, tapPort, _ := net.SplitHostPort(e.tap)
 	all := maps.Clone(labels)
 	if all == nil {
 		all = map[string]string{}
 	}
 	all[v1alpha1.LabelPort] = tapPort
-	return e.s.cluster.EnginePod(t, ns, name, e.model, e.engine, all)
+	return e.s.cluster.EnginePodReady(t, ns, name, e.model, e.engine, all, ready)
 }
 
 // models returns the models the engine lists: its base model and loaded adapters.

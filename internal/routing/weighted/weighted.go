@@ -239,15 +239,10 @@ func addNormalised(totals, scores []float64, weight float64) {
 		}
 	}
 	r := max(hi-lo, math.Abs(hi), math.Abs(lo))
-	if r == 0 { // every finite score is zero: each is the highest
-		for i, s := range scores {
-			if finite(s) || s > 0 {
-				totals[i] += weight
-			}
-		}
-		return
+	perUnit := 0.0 // r == 0: every finite score is zero, each the highest
+	if r > 0 {
+		perUnit = weight / r // a multiplication per score instead of a division
 	}
-	perUnit := weight / r // a multiplication per score instead of a division
 	for i, s := range scores {
 		switch {
 		case finite(s):

@@ -171,7 +171,7 @@ func TestScoreNormalisesAndWeighs(t *testing.T) {
 				t.Fatalf("Score: %v", err)
 			}
 			for i := range got {
-				if math.Abs(got[i]-tt.want[i]) > 1e-12 {
+				if !(math.Abs(got[i]-tt.want[i]) <= 1e-12) { // a NaN total fails too
 					t.Fatalf("Score = %v, want %v", got, tt.want)
 				}
 			}
