@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,12 +35,13 @@ type managerReplica struct {
 	probes, metrics string
 }
 
-// startManager runs a manager replica until the test ends.
-func (s *system) startManager(t testing.TB) *managerReplica {
+// startManager runs a manager replica, with further flags, until the test ends.
+func (s *system) startManager(t testing.TB, flags ...string) *managerReplica {
 	m := &managerReplica{probes: testenv.FreeAddr(t, "127.0.0.1"), metrics: testenv.FreeAddr(t, "127.0.0.1")}
-	m.Process = testenv.Run(t, s.binary("manager"), append([]string{"--kubeconfig", s.kubeconfig,
+	args := []string{"--kubeconfig", s.kubeconfig,
 		"--leader-election-namespace", "switchboard-system", "--gateway-status-endpoints", s.gatewayMetrics,
-		"--metrics-bind-address", m.metrics, "--health-probe-bind-address", m.probes}, leaseFlags...)...)
+		"--metrics-bind-address", m.metrics, "--health-probe-bind-address", m.probes}
+	m.Process = testenv.Run(t, s.binary("manager"), slices.Concat(args, leaseFlags, flags)...)
 	return m
 }
 
@@ -105,10 +107,10 @@ func (l *adapterLog) delete(name string) error {
 
 // unexpectedUnloads returns the unloads e was asked for, other than those of an adapter
 // whose deletion had been asked for.
-func (l *adapterLog) unexpectedUnloads(e *tappedEngine) []unloadCall {
+func (l *adapterLog) unexpectedUnloads(e *tappedEngine) []adminCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var bad []unloadCall
+	var bad []adminCall
 	for _, u := range e.unloadCalls() {
 		if at, ok := l.deletedAt[u.adapter]; !ok || u.at.Before(at) {
 			bad = append(bad, u)
@@ -140,6 +142,8 @@ func convergedAdapters(g Gomega, model string, engines []*tappedEngine, wantPods
 	for _, e := range engines {
 		models, err := e.models()
 		g.Expect(err).NotTo(HaveOccurred())
+		extra := slices.DeleteFunc(slices.Clone(models), func(m string) bool { return slices.Contains(want, m) })
+		g.Expect(extra).To(BeEmpty(), "adapters left on the engine on %s; the calls for them:\n%v", e.host, e.callsFor(extra))
 		g.Expect(models).To(ConsistOf(want), "models of the engine on %s", e.host)
 	}
 }
@@ -180,7 +184,9 @@ func managerFailover() {
 
 	// The standby starts, and lists the pods, while the last pod is NotReady; then the
 	// pod turns Ready and the leader loads every adapter onto it.
-	standby := sys.startManager(sys.suite)
+	// The standby logs each adapter load it makes (at debug level), for a failure to
+	// tell which of its loads left an adapter behind.
+	standby := sys.startManager(sys.suite, "--zap-log-level", "debug")
 	Eventually(standby.ready).Should(BeTrue())
 	Expect(standby.leading()).To(BeFalse(), "the second replica leads while the first runs")
 	sys.cluster.SetPodReady(GinkgoTB(), late, engines[2].host, true)

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,10 +24,10 @@ import (
 )
 
 // tappedEngine is an engine-sim process with an HTTP proxy in front of it on the same
-// host, which records every adapter unload the engine is asked for. Its pods name the
-// proxy's port in switchboard.dev/port, the port the manager (adapter admin API) and the
-// scrapers (metrics, model listings) use, and the engine's own port as the container
-// port their Service targets, which the gateway's requests take.
+// host, which records every adapter load and unload the engine is asked for. Its pods
+// name the proxy's port in switchboard.dev/port, the port the manager (adapter admin API)
+// and the scrapers (metrics, model listings) use, and the engine's own port as the
+// container port their Service targets, which the gateway's requests take.
 type tappedEngine struct {
 	s                 *system
 	host, engine, tap string // the host, the engine's and the proxy's addresses
@@ -33,18 +35,32 @@ type tappedEngine struct {
 	flags             []string // further engine-sim flags, for a restart
 	proc              *testenv.Process
 
-	mu      sync.Mutex
-	unloads []unloadCall
+	mu    sync.Mutex
+	calls []adminCall
 }
 
-// unloadCall is one request to unload an adapter, as the proxy saw it arrive.
-type unloadCall struct {
-	adapter string
-	at      time.Time
+// adminCall is one request to load or unload an adapter, as the proxy saw it arrive and
+// the engine answer it.
+type adminCall struct {
+	path, adapter string
+	at, answered  time.Time
+	status        int
 }
+
+// unload reports whether the call asked to unload an adapter.
+func (c adminCall) unload() bool { return c.path == unloadPath }
 
 // String describes the call.
-func (u unloadCall) String() string { return u.adapter + " at " + u.at.Format(time.StampMilli) }
+func (c adminCall) String() string {
+	return fmt.Sprintf("%s %s at %s, answered %d at %s", c.path, c.adapter, c.at.Format(time.StampMilli), c.status,
+		c.answered.Format(time.StampMilli))
+}
+
+// The engine's adapter admin API, which the proxy records.
+const (
+	loadPath   = "/v1/load_lora_adapter"
+	unloadPath = "/v1/unload_lora_adapter"
+)
 
 // startTappedEngine runs an engine-sim process serving model on a free port of host, and
 // its proxy on another, until the test ends.
@@ -62,33 +78,89 @@ func (s *system) startTappedEngine(t testing.TB, host, model string, flags ...st
 	return e
 }
 
-// recording records the adapter unloads of the requests it passes to next.
+// recording records the adapter loads and unloads of the requests it passes to next. It
+// reads their bodies as next streams them on, so that recording delays no call.
 func (e *tappedEngine) recording(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/unload_lora_adapter" {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				w.WriteHeader(http.StatusBadRequest)
-				return
-			}
-			var req struct {
-				Name string `json:"lora_name"`
-			}
-			_ = json.Unmarshal(body, &req)
-			e.mu.Lock()
-			e.unloads = append(e.unloads, unloadCall{adapter: req.Name, at: time.Now()})
-			e.mu.Unlock()
-			r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method != http.MethodPost || (r.URL.Path != loadPath && r.URL.Path != unloadPath) {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		call := adminCall{path: r.URL.Path, at: time.Now()}
+		body := new(lockedBuffer) // written by the proxy's transport, which may outlive ServeHTTP
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(r.Body, body), r.Body}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		var req struct {
+			Name string `json:"lora_name"`
+		}
+		_ = json.Unmarshal(body.bytes(), &req)
+		call.adapter, call.answered, call.status = req.Name, time.Now(), sw.status
+		e.mu.Lock()
+		e.calls = append(e.calls, call)
+		e.mu.Unlock()
 	})
 }
 
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// bytes returns a copy of the buffer's contents.
+func (b *lockedBuffer) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+// statusWriter remembers the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader remembers code and writes it.
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
 // unloadCalls returns the unloads the engine was asked for so far.
-func (e *tappedEngine) unloadCalls() []unloadCall {
+func (e *tappedEngine) unloadCalls() []adminCall {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]unloadCall(nil), e.unloads...)
+	var unloads []adminCall
+	for _, c := range e.calls {
+		if c.unload() {
+			unloads = append(unloads, c)
+		}
+	}
+	return unloads
+}
+
+// callsFor returns the loads and unloads of adapters the engine was asked for so far.
+func (e *tappedEngine) callsFor(adapters []string) []adminCall {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var calls []adminCall
+	for _, c := range e.calls {
+		if slices.Contains(adapters, c.adapter) {
+			calls = append(calls, c)
+		}
+	}
+	return calls
 }
 
 // crash kills the engine process, as an out-of-memory kill would.
