@@ -63,7 +63,7 @@ func TestPercentile(t *testing.T) {
 	for _, c := range []struct{ q, want float64 }{
 		{0, 1}, {0.5, 5.5}, {0.9, 9.1}, {0.99, 9.91}, {1, 10}, {-1, 1}, {2, 10},
 	} {
-		if got := Percentile(sorted, c.q); math.Abs(got-c.want) > 1e-9 {
+		if got := Percentile(sorted, c.q); !(math.Abs(got-c.want) <= 1e-9) {
 			t.Errorf("Percentile(q=%v) = %v, want %v", c.q, got, c.want)
 		}
 	}
@@ -81,7 +81,7 @@ func TestSummarize(t *testing.T) {
 		samples = append(samples, time.Duration(i)*time.Millisecond)
 	}
 	s := Summarize(samples)
-	if s.Count != 100 || s.Mean != 50.5 || s.P50 != 50.5 || s.Max != 100 || math.Abs(s.P99-99.01) > 1e-9 {
+	if s.Count != 100 || s.Mean != 50.5 || s.P50 != 50.5 || s.Max != 100 || !(math.Abs(s.P99-99.01) <= 1e-9) {
 		t.Errorf("Summarize = %+v", s)
 	}
 	if samples[0] != 100*time.Millisecond {
@@ -96,7 +96,7 @@ func TestNewSpread(t *testing.T) {
 	if s := NewSpread([]float64{5, 5, 5, 5}); s.CV != 0 || s.MaxOverMean != 1 {
 		t.Errorf("even: %+v", s)
 	}
-	if s := NewSpread([]float64{8, 0, 0, 0}); math.Abs(s.CV-math.Sqrt(3)) > 1e-9 || s.MaxOverMean != 4 {
+	if s := NewSpread([]float64{8, 0, 0, 0}); !(math.Abs(s.CV-math.Sqrt(3)) <= 1e-9) || s.MaxOverMean != 4 {
 		t.Errorf("one engine: %+v", s)
 	}
 	if s := NewSpread([]float64{0, 0}); s.CV != 0 {
@@ -283,7 +283,7 @@ func TestNewStat(t *testing.T) {
 }
 
 func TestMedianRatio(t *testing.T) {
-	if q, ok := MedianRatio(NewStat([]float64{9, 10, 12}), NewStat([]float64{20, 25, 30})); !ok || math.Abs(q-0.4) > 1e-12 {
+	if q, ok := MedianRatio(NewStat([]float64{9, 10, 12}), NewStat([]float64{20, 25, 30})); !ok || !(math.Abs(q-0.4) <= 1e-12) {
 		t.Errorf("ratio = %v, %v; want 10/25", q, ok)
 	}
 	if _, ok := MedianRatio(NewStat([]float64{1}), Stat{}); ok {
@@ -353,7 +353,7 @@ func TestAggregates(t *testing.T) {
 		t.Errorf("random at 10 req/s: median %v, want 60", got)
 	}
 	ff := aggs[3]
-	if math.Abs(ff.FailedShare.Median-0.2) > 1e-12 || math.Abs(ff.FailedShare.Max-0.3) > 1e-12 {
+	if !(math.Abs(ff.FailedShare.Median-0.2) <= 1e-12) || !(math.Abs(ff.FailedShare.Max-0.3) <= 1e-12) {
 		t.Errorf("fast-fail failed share = %+v, want median 2/10 and max 3/10", ff.FailedShare)
 	}
 }
@@ -677,7 +677,7 @@ func TestRunPointIncludeUsage(t *testing.T) {
 			if p.UsageChunks != wantUsage {
 				t.Errorf("%d usage chunks, want %d", p.UsageChunks, wantUsage)
 			}
-			if got := p.TokenThroughput / p.Throughput; math.Abs(got-float64(wantTokens)) > 1e-9 {
+			if got := p.TokenThroughput / p.Throughput; !(math.Abs(got-float64(wantTokens)) <= 1e-9) {
 				t.Errorf("%.2f tokens per request, want %d", got, wantTokens)
 			}
 		})

@@ -52,7 +52,7 @@ func TestProfileLearnsRatesFromScrapeDeltas(t *testing.T) {
 	if got := p.Service; math.Abs(got-1.2) > 0.05 {
 		t.Errorf("Service = %g, want about 1.2", got)
 	}
-	if got := p.DecodePerToken; math.Abs(got-0.015) > 1e-9 {
+	if got := p.DecodePerToken; !(math.Abs(got-0.015) <= 1e-9) {
 		t.Errorf("DecodePerToken = %g, want 0.015", got)
 	}
 	// The engine slows down: recent scrapes outweigh old ones within a few seconds.
@@ -70,7 +70,7 @@ func TestProfileServiceWithoutInferenceHistogram(t *testing.T) {
 	prev := Metrics{E2E: Histogram{Count: 10, Sum: 20}, QueueTime: Histogram{Count: 10, Sum: 5}}
 	cur := Metrics{E2E: Histogram{Count: 20, Sum: 40}, QueueTime: Histogram{Count: 20, Sum: 10}}
 	p := Profile{}.Next(&prev, &cur)
-	if got := p.Service; math.Abs(got-1.5) > 1e-9 {
+	if got := p.Service; !(math.Abs(got-1.5) <= 1e-9) {
 		t.Errorf("Service = %g, want 1.5 (end to end less queueing)", got)
 	}
 }
@@ -149,7 +149,7 @@ func TestProfileThroughputIsTheLastInterval(t *testing.T) {
 			}
 			continue
 		}
-		if !p.ThroughputKnown || math.Abs(p.Throughput-s.want) > 1e-3 {
+		if !p.ThroughputKnown || !(math.Abs(p.Throughput-s.want) <= 1e-3) {
 			t.Errorf("step %d: throughput %v (known %t), want %v", i, p.Throughput, p.ThroughputKnown, s.want)
 		}
 	}

@@ -51,7 +51,7 @@ func TestEmbeddingsWithSDK(t *testing.T) {
 		for _, x := range d.Embedding {
 			norm += x * x
 		}
-		if d.Index != int64(i) || len(d.Embedding) != 8 || math.Abs(norm-1) > 1e-5 {
+		if d.Index != int64(i) || len(d.Embedding) != 8 || !(math.Abs(norm-1) <= 1e-5) {
 			t.Fatalf("embedding %d: index %d, %d dims, norm² %v; want a unit vector of 8", i, d.Index, len(d.Embedding), norm)
 		}
 	}

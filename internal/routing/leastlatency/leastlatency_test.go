@@ -72,7 +72,7 @@ func TestScoreIsMinusExpectedLatency(t *testing.T) {
 	meanPrefill, meanDecode := (0.001+0.001+0.004)/3, (0.02+0.02+0.08)/3
 	want := []float64{-4.75, -11.5, -(500*meanPrefill + 100*meanDecode), -12.5, -12.5, -10}
 	for i := range want {
-		if math.Abs(scores[i]-want[i]) > 1e-9 {
+		if !(math.Abs(scores[i]-want[i]) <= 1e-9) {
 			t.Errorf("scores[%d] = %v, want %v", i, scores[i], want[i])
 		}
 	}

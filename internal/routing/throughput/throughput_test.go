@@ -52,7 +52,7 @@ func score(t *testing.T, fleet *routingtest.Fleet) ([]float64, error) {
 func assertScores(t *testing.T, got, want []float64) {
 	t.Helper()
 	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-9 {
+		if !(math.Abs(got[i]-want[i]) <= 1e-9) {
 			t.Errorf("scores = %v, want %v", got, want)
 			return
 		}

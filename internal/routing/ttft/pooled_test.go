@@ -60,7 +60,7 @@ func TestPooledKeepsSetsApart(t *testing.T) {
 	}
 	for range 2 {
 		for i, cells := range sets {
-			if got, want := pooledPrefill(&p, cells, now), float64(i+1)*1e-4; math.Abs(got-want) > 1e-12 {
+			if got, want := pooledPrefill(&p, cells, now), float64(i+1)*1e-4; !(math.Abs(got-want) <= 1e-12) {
 				t.Errorf("set %d: pooled prefill = %g, want %g", i, got, want)
 			}
 		}

@@ -53,7 +53,7 @@ func TestWait(t *testing.T) {
 			var fleet ttft.Fleet
 			fleet.Add(prof.Speed(), 0) // the fleet's slots unknown too
 			est := fleet.Estimator(time.Now())
-			if got := est.Predict(&tt.en, 0, 0); math.Abs(got-tt.want) > 1e-9 {
+			if got := est.Predict(&tt.en, 0, 0); !(math.Abs(got-tt.want) <= 1e-9) {
 				t.Errorf("predicted wait = %g, want %g", got, tt.want)
 			}
 		})
@@ -69,7 +69,7 @@ func TestUnknownSlotsAreTheFleets(t *testing.T) {
 	// Never seen queueing: with the fleet's mean of 8 slots, 9 running plus 1 sent since
 	// put three ahead, the first slot freeing after 1.6/8 for requests of spread ages.
 	en := known(10, 0.8, endpoint.Metrics{Running: 9, LocalInFlight: 9, Profile: learnt(0.0002, 1.6, 0)})
-	if got, want := est.Predict(&en, 0, 0), 3*1.6/8; math.Abs(got-want) > 1e-9 {
+	if got, want := est.Predict(&en, 0, 0), 3*1.6/8; !(math.Abs(got-want) <= 1e-9) {
 		t.Errorf("predicted wait = %g, want %g", got, want)
 	}
 }
@@ -101,7 +101,7 @@ func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
 	mean := (0.0005*3 + 0.0006 + 0.0012) / 5
 	want := []float64{mean, mean, mean, mean, 0.0012, mean, mean}
 	for i := range cands {
-		if got := est.TTFT(&cands[i], 1000) / 1000; math.Abs(got-want[i]) > 1e-12 {
+		if got := est.TTFT(&cands[i], 1000) / 1000; !(math.Abs(got-want[i]) <= 1e-12) {
 			t.Errorf("candidate %d: prefill per token %g, want %g", i, got, want[i])
 		}
 	}
@@ -112,10 +112,10 @@ func TestPriorsWhenNothingIsLearnt(t *testing.T) {
 	rc := fleet.Context(routing.Request{})
 	cands := routingtest.Candidates(rc)
 	est := ttft.New(cands, time.Now())
-	if got, want := est.TTFT(&cands[0], 1000), 1000*ttft.PriorPrefillPerToken; math.Abs(got-want) > 1e-12 {
+	if got, want := est.TTFT(&cands[0], 1000), 1000*ttft.PriorPrefillPerToken; !(math.Abs(got-want) <= 1e-12) {
 		t.Errorf("TTFT = %g, want the prior %g", got, want)
 	}
-	if got, want := est.Latency(&cands[0], 0, 10), 10*ttft.PriorDecodePerToken; math.Abs(got-want) > 1e-12 {
+	if got, want := est.Latency(&cands[0], 0, 10), 10*ttft.PriorDecodePerToken; !(math.Abs(got-want) <= 1e-12) {
 		t.Errorf("Latency of 10 output tokens = %g, want the prior %g", got, want)
 	}
 }
