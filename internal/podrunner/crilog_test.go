@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -201,34 +200,16 @@ func TestCreateLogKeepsThePreviousRunsLog(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // follow runs printLog on l's file with live set to l, and returns what it writes and
 // a channel that receives its error once it returns.
-func follow(ctx context.Context, t *testing.T, l *containerLog, opts *corev1.PodLogOptions) (*syncBuffer, <-chan error) {
+func follow(ctx context.Context, t *testing.T, l *containerLog, opts *corev1.PodLogOptions) (*testenv.Buffer, <-chan error) {
 	t.Helper()
 	f, err := l.openLive()
 	if err != nil || f == nil {
 		t.Fatalf("open live log: %v, %v", f, err)
 	}
 	t.Cleanup(func() { f.Close() })
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- printLog(ctx, out, f, opts, l) }()
 	return out, done

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,7 +86,7 @@ func (e *tappedEngine) recording(next http.Handler) http.Handler {
 			return
 		}
 		call := adminCall{path: r.URL.Path, at: time.Now()}
-		body := new(lockedBuffer) // written by the proxy's transport, which may outlive ServeHTTP
+		body := new(testenv.Buffer) // written by the proxy's transport, which may outlive ServeHTTP
 		r.Body = struct {
 			io.Reader
 			io.Closer
@@ -97,32 +96,12 @@ func (e *tappedEngine) recording(next http.Handler) http.Handler {
 		var req struct {
 			Name string `json:"lora_name"`
 		}
-		_ = json.Unmarshal(body.bytes(), &req)
+		_ = json.Unmarshal([]byte(body.String()), &req)
 		call.adapter, call.answered, call.status = req.Name, time.Now(), sw.status
 		e.mu.Lock()
 		e.calls = append(e.calls, call)
 		e.mu.Unlock()
 	})
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p to the buffer.
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// bytes returns a copy of the buffer's contents.
-func (b *lockedBuffer) bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }
 
 // statusWriter remembers the status code written through it.

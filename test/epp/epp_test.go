@@ -1,14 +1,12 @@
 package epp_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,12 +70,12 @@ func TestGatewayPicker(t *testing.T) {
 	type replica struct {
 		addr string
 		proc *testenv.Process
-		out  *logBuffer
+		out  *testenv.Buffer
 	}
 	var replicas []replica
 	for _, host := range []string{"127.0.0.100", "127.0.0.101"} {
 		addr := testenv.FreeAddr(t, host)
-		out := &logBuffer{}
+		out := &testenv.Buffer{}
 		proc := testenv.RunTo(t, io.MultiWriter(os.Stderr, out), gateway,
 			"--kubeconfig", kubeconfig,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
@@ -99,7 +97,7 @@ func TestGatewayPicker(t *testing.T) {
 
 	t.Run("a synced follower is alive and not ready", func(t *testing.T) {
 		testenv.WaitUntil(t, waitTimeout, "the follower's cache is synced", func() bool {
-			return follower.out.contains("Metadata cache synced")
+			return strings.Contains(follower.out.String(), "Metadata cache synced")
 		})
 		if st := health(t, follower.addr, "liveness"); st != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("follower liveness = %v, want SERVING", st)
@@ -146,23 +144,4 @@ func health(t *testing.T, addr, service string) healthpb.HealthCheckResponse_Ser
 		return healthpb.HealthCheckResponse_UNKNOWN
 	}
 	return resp.GetStatus()
-}
-
-// logBuffer keeps a process's output for the test to search.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// contains reports whether the output so far contains s.
-func (b *logBuffer) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Contains(b.buf.String(), s)
 }
