@@ -13,7 +13,10 @@
 // several are reconciled at once, every engine call bounded by its own timeout. Nothing is
 // loaded or unloaded while the pod view lags the informer's Pods (cache.PodsBehind), and a
 // deleted ModelAdapter keeps its finalizer until every recorded pod's engine has answered
-// or the pod is gone.
+// or the pod is gone. The API server can carry out a delete that raced with the request
+// adding the finalizer (kubernetes/kubernetes#77988): a ModelAdapter whose delete event
+// still carries the finalizer left without it, and its copies are unloaded all the same,
+// once the API server confirms it is gone.
 //
 // The package does not watch or mirror pods itself (it reads the metadata cache's pod view,
 // PodReader), does not route requests, and does not write the metadata cache: the cache's

@@ -119,6 +119,10 @@ type Reconciler struct {
 	shuffle func([]candidate)
 	backoff *retryBackoff
 	once    sync.Once
+	// orphans holds, by key, the last state of each ModelAdapter that left the API server
+	// while it still carried Finalizer, until Reconcile unloaded its copies (see
+	// adapterDeleted).
+	orphans sync.Map // types.NamespacedName → *v1alpha1.ModelAdapter
 }
 
 // +kubebuilder:rbac:groups=inference.switchboard.dev,resources=modeladapters,verbs=get;list;watch;update;patch
@@ -146,6 +150,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ModelAdapter{}, builder.WithPredicates(adapterChanged)).
+		Watches(&v1alpha1.ModelAdapter{}, handler.Funcs{DeleteFunc: r.adapterDeleted}).
 		Watches(&corev1.Pod{}, r.podHandler(), builder.WithPredicates(cache.EnginePods)).
 		// The name is unique in a manager; tests run many managers in one process.
 		WithOptions(controller.Options{
@@ -192,6 +197,22 @@ var adapterChanged = predicate.Funcs{
 			!e.ObjectNew.GetDeletionTimestamp().IsZero() ||
 			!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 	},
+}
+
+// adapterDeleted remembers a ModelAdapter that left the API server while it still carried
+// Finalizer, and enqueues it, for Reconcile to unload its copies. finalize removes the
+// finalizer before an adapter goes, so one that goes with it was deleted without
+// finalize: the API server can carry out a delete that raced with the request adding the
+// finalizer, both succeeding (kubernetes/kubernetes#77988), and the controller may have
+// loaded the adapter since, as the finalizer was in place.
+func (r *Reconciler) adapterDeleted(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	ma, ok := e.Object.(*v1alpha1.ModelAdapter)
+	if !ok || !controllerutil.ContainsFinalizer(ma, Finalizer) {
+		return
+	}
+	key := client.ObjectKeyFromObject(ma)
+	r.orphans.Store(key, ma.DeepCopy())
+	q.Add(reconcile.Request{NamespacedName: key})
 }
 
 // podHandler enqueues the ModelAdapters affected by a Pod event. The pod view is fed by
@@ -248,9 +269,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ma := new(v1alpha1.ModelAdapter)
 	if err := r.Client.Get(ctx, req.NamespacedName, ma); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.backoff.forget(req.NamespacedName)
+			return r.unloadOrphan(ctx, req.NamespacedName)
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		return reconcile.Result{}, err
+	}
+	if v, ok := r.orphans.Load(req.NamespacedName); ok && v.(*v1alpha1.ModelAdapter).UID != ma.UID {
+		r.orphans.Delete(req.NamespacedName) // a new adapter of that name: its copies are its own
 	}
 	if !r.Pods.Synced() {
 		// An unsynced pod view would look like a cluster without engines.
@@ -399,14 +423,59 @@ func (r *Reconciler) basePods(ma *v1alpha1.ModelAdapter) []*cache.Pod {
 }
 
 // finalize unloads the adapter from every reachable engine serving its base model, then
-// removes the finalizer. An unreachable engine is skipped unless status.artifacts records
-// its pod, which is not terminating: the engine may still hold the adapter, so the
-// finalizer stays and the unload is retried until the engine answers or the pod goes. An
-// engine that refuses the unload, or the API key, keeps the finalizer and is retried.
+// removes the finalizer (see unloadAll).
 func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(ma, Finalizer) {
 		return reconcile.Result{}, nil
 	}
+	if res, err := r.unloadAll(ctx, ma); err != nil || !res.IsZero() {
+		return res, err
+	}
+	patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(ma, Finalizer)
+	if err := r.Client.Patch(ctx, ma, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
+	}
+	r.backoff.forget(client.ObjectKeyFromObject(ma))
+	return reconcile.Result{}, nil
+}
+
+// unloadOrphan unloads the copies of the ModelAdapter of key if it left the API server
+// with its finalizer (adapterDeleted), once the API server confirms it is gone rather
+// than the cache lagging its creation; it forgets the adapter once every copy is
+// unloaded, and retries with backoff until then.
+func (r *Reconciler) unloadOrphan(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+	v, ok := r.orphans.Load(key)
+	if !ok {
+		r.backoff.forget(key)
+		return reconcile.Result{}, nil
+	}
+	if err := r.APIReader.Get(ctx, key, new(v1alpha1.ModelAdapter)); !apierrors.IsNotFound(err) {
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("read deleted adapter: %w", err)
+		}
+		r.orphans.Delete(key) // created again: the new adapter's reconcile places its copies
+		return reconcile.Result{}, nil
+	}
+	if !r.Pods.Synced() {
+		return reconcile.Result{RequeueAfter: r.MinRetryDelay}, nil
+	}
+	ma := v.(*v1alpha1.ModelAdapter)
+	log.FromContext(ctx).Info("unloading an adapter deleted before its finalizer ran")
+	if res, err := r.unloadAll(ctx, ma); err != nil || !res.IsZero() {
+		return res, err
+	}
+	r.orphans.CompareAndDelete(key, v)
+	r.backoff.forget(key)
+	return reconcile.Result{}, nil
+}
+
+// unloadAll unloads the adapter from every reachable engine serving its base model; a
+// zero result and no error mean that none holds it any more. An unreachable engine is skipped unless
+// status.artifacts records its pod, which is not terminating: the engine may still hold
+// the adapter, so unloadAll retries until the engine answers or the pod goes. An engine
+// that refuses the unload, or the API key, is retried too.
+func (r *Reconciler) unloadAll(ctx context.Context, ma *v1alpha1.ModelAdapter) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
 	key, err := r.apiKey(ctx, ma)
 	if err != nil {
@@ -447,12 +516,6 @@ func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) (r
 			"Waiting for the engines of pods %s to answer to unload the adapter", strings.Join(waiting, ", "))
 		return reconcile.Result{RequeueAfter: r.backoff.next(client.ObjectKeyFromObject(ma))}, nil
 	}
-	patch := client.MergeFromWithOptions(ma.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(ma, Finalizer)
-	if err := r.Client.Patch(ctx, ma, patch); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
-	}
-	r.backoff.forget(client.ObjectKeyFromObject(ma))
 	return reconcile.Result{}, nil
 }
 

@@ -4,16 +4,22 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/engineclient"
 	"github.com/switchboard-llm/switchboard/internal/enginesim"
 )
 
@@ -276,5 +282,76 @@ func TestRestartDoesNotLoadTwice(t *testing.T) {
 	}
 	if !slices.Equal(get(t, c, ns, "sql").Finalizers, []string{Finalizer}) {
 		t.Errorf("finalizers = %v, want [%s]", get(t, c, ns, "sql").Finalizers, Finalizer)
+	}
+}
+
+// TestAdapterDeletedWithItsFinalizerIsUnloaded: the API server can carry out a delete
+// that raced with the request adding the finalizer (kubernetes/kubernetes#77988), so an
+// adapter the controller loaded can leave without finalize. The delete event of an
+// adapter still carrying the finalizer makes Reconcile unload its copies once the API
+// server confirms it is gone; the event of one without it, as after finalize, changes
+// nothing; and an adapter created again under the name keeps its copies.
+func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, c, "ma-orphan")
+	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	newEnginePod(t, c, ns, "p2", e2, nil)
+	var running *Reconciler
+	runManagerWith(t, c, func(r *Reconciler) { running = r })
+	// A reconciler of the test's own, on the running manager's pod view, reading the API
+	// server directly: the race cannot be staged on the API server, so the test hands it
+	// the delete event the informer would deliver and reconciles by hand.
+	r := &Reconciler{Client: c.Client, APIReader: c.Client, Pods: running.Pods, Engine: engineclient.New(nil),
+		MinRetryDelay: 50 * time.Millisecond, MaxRetryDelay: 300 * time.Millisecond}
+	waitFor(t, "the pod view holds both pods", func() bool { return len(r.basePods(adapter(ns, "", "llama", nil, nil))) == 2 })
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	reconcileKey := func(name string) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
+			t.Fatalf("Reconcile(%s): %v", name, err)
+		}
+	}
+
+	// "gone" never reached the API server's list again: its copies are on both engines.
+	for _, e := range []*engine{e1, e2} {
+		if err := e.LoadAdapter(ctx, "gone", "s3://adapters/gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unfinalized := adapter(ns, "gone", "llama", nil, nil)
+	r.adapterDeleted(ctx, event.DeleteEvent{Object: unfinalized}, q)
+	reconcileKey("gone")
+	if !e1.holds(t, "gone") || !e2.holds(t, "gone") || q.Len() != 0 {
+		t.Fatal("an adapter deleted without the finalizer, as after finalize, was unloaded or enqueued")
+	}
+	finalized := unfinalized.DeepCopy()
+	finalized.Finalizers = []string{Finalizer}
+	r.adapterDeleted(ctx, event.DeleteEvent{Object: finalized}, q)
+	if q.Len() != 1 {
+		t.Fatalf("the delete event of an adapter carrying the finalizer enqueued %d requests, want 1", q.Len())
+	}
+	reconcileKey("gone")
+	if e1.holds(t, "gone") || e2.holds(t, "gone") {
+		t.Fatal("an engine still holds the adapter deleted with its finalizer")
+	}
+	if _, ok := r.orphans.Load(types.NamespacedName{Namespace: ns, Name: "gone"}); ok {
+		t.Error("the adapter is still remembered after its copies were unloaded")
+	}
+
+	// "sql" left with its finalizer and was created again: the new adapter's copies stay.
+	c.Create(t, adapter(ns, "sql", "llama", nil, nil))
+	waitForStatus(t, c, ns, "sql", v1alpha1.ModelAdapterReasonLoaded, "p1", "p2")
+	old := get(t, c, ns, "sql").DeepCopy()
+	old.UID = "an-earlier-adapter"
+	r.adapterDeleted(ctx, event.DeleteEvent{Object: old}, q)
+	reconcileKey("sql")
+	if !e1.holds(t, "sql") || !e2.holds(t, "sql") {
+		t.Fatal("the copies of an adapter created again under a deleted one's name were unloaded")
+	}
+	if _, ok := r.orphans.Load(types.NamespacedName{Namespace: ns, Name: "sql"}); ok {
+		t.Error("the deleted adapter is still remembered though one of its name exists")
 	}
 }
