@@ -148,6 +148,17 @@ func newEnginePod(t *testing.T, c *testenv.Cluster, ns, name string, e *engine, 
 	return c.EnginePod(t, ns, name, e.Config().Model, e.addr, labels)
 }
 
+// twoEnginePods starts two engines of model llama and registers them as pods p1 and p2 of
+// a new namespace named prefix plus a random suffix.
+func twoEnginePods(t *testing.T, c *testenv.Cluster, prefix string) (ns string, e1, e2 *engine) {
+	t.Helper()
+	ns = newNamespace(t, c, prefix)
+	e1, e2 = startEngine(t, "llama", nil), startEngine(t, "llama", nil)
+	newEnginePod(t, c, ns, "p1", e1, nil)
+	newEnginePod(t, c, ns, "p2", e2, nil)
+	return ns, e1, e2
+}
+
 // adapter returns a ModelAdapter fixture.
 func adapter(ns, name, base string, selector map[string]string, replicas *int32) *v1alpha1.ModelAdapter {
 	return &v1alpha1.ModelAdapter{

@@ -231,10 +231,7 @@ func TestPodDeletedReplacesAdapter(t *testing.T) {
 func TestDeleteUnloadsEverywhere(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, c, "ma-delete")
-	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
-	newEnginePod(t, c, ns, "p1", e1, nil)
-	newEnginePod(t, c, ns, "p2", e2, nil)
+	ns, e1, e2 := twoEnginePods(t, c, "ma-delete")
 	runManager(t, c)
 	ma := adapter(ns, "sql", "llama", nil, nil)
 	c.Create(t, ma)
@@ -294,10 +291,7 @@ func TestRestartDoesNotLoadTwice(t *testing.T) {
 func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	ns := newNamespace(t, c, "ma-orphan")
-	e1, e2 := startEngine(t, "llama", nil), startEngine(t, "llama", nil)
-	newEnginePod(t, c, ns, "p1", e1, nil)
-	newEnginePod(t, c, ns, "p2", e2, nil)
+	ns, e1, e2 := twoEnginePods(t, c, "ma-orphan")
 	var running *Reconciler
 	runManagerWith(t, c, func(r *Reconciler) { running = r })
 	// A reconciler of the test's own, on the running manager's pod view, reading the API
