@@ -15,8 +15,8 @@
 // deleted ModelAdapter keeps its finalizer until every recorded pod's engine has answered
 // or the pod is gone. The API server can carry out a delete that raced with the request
 // adding the finalizer (kubernetes/kubernetes#77988): a ModelAdapter whose delete event
-// still carries the finalizer left without it, and its copies are unloaded all the same,
-// once the API server confirms it is gone.
+// carries the finalizer but no deletion timestamp left without finalize, and its copies
+// are unloaded all the same, once the API server confirms it is gone.
 //
 // The package does not watch or mirror pods itself (it reads the metadata cache's pod view,
 // PodReader), does not route requests, and does not write the metadata cache: the cache's

@@ -120,8 +120,7 @@ type Reconciler struct {
 	backoff *retryBackoff
 	once    sync.Once
 	// orphans holds, by key, the last state of each ModelAdapter that left the API server
-	// while it still carried Finalizer, until Reconcile unloaded its copies (see
-	// adapterDeleted).
+	// without finalize, until Reconcile unloaded its copies (see adapterDeleted).
 	orphans sync.Map // types.NamespacedName → *v1alpha1.ModelAdapter
 }
 
@@ -199,15 +198,17 @@ var adapterChanged = predicate.Funcs{
 	},
 }
 
-// adapterDeleted remembers a ModelAdapter that left the API server while it still carried
-// Finalizer, and enqueues it, for Reconcile to unload its copies. finalize removes the
-// finalizer before an adapter goes, so one that goes with it was deleted without
-// finalize: the API server can carry out a delete that raced with the request adding the
+// adapterDeleted remembers a ModelAdapter that left the API server carrying Finalizer but
+// no deletion timestamp, and enqueues it, for Reconcile to unload its copies. An adapter
+// deleted the ordinary way gets a deletion timestamp and goes once finalize removed the
+// finalizer; its delete event still shows the finalizer, as the API server reports the
+// state it removed, but also the timestamp. One without the timestamp was removed at
+// once: the API server can carry out a delete that raced with the request adding the
 // finalizer, both succeeding (kubernetes/kubernetes#77988), and the controller may have
 // loaded the adapter since, as the finalizer was in place.
 func (r *Reconciler) adapterDeleted(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	ma, ok := e.Object.(*v1alpha1.ModelAdapter)
-	if !ok || !controllerutil.ContainsFinalizer(ma, Finalizer) {
+	if !ok || !ma.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(ma, Finalizer) {
 		return
 	}
 	key := client.ObjectKeyFromObject(ma)
@@ -441,7 +442,7 @@ func (r *Reconciler) finalize(ctx context.Context, ma *v1alpha1.ModelAdapter) (r
 }
 
 // unloadOrphan unloads the copies of the ModelAdapter of key if it left the API server
-// with its finalizer (adapterDeleted), once the API server confirms it is gone rather
+// without finalize (adapterDeleted), once the API server confirms it is gone rather
 // than the cache lagging its creation; it forgets the adapter once every copy is
 // unloaded, and retries with backoff until then.
 func (r *Reconciler) unloadOrphan(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {

@@ -285,9 +285,10 @@ func TestRestartDoesNotLoadTwice(t *testing.T) {
 // TestAdapterDeletedWithItsFinalizerIsUnloaded: the API server can carry out a delete
 // that raced with the request adding the finalizer (kubernetes/kubernetes#77988), so an
 // adapter the controller loaded can leave without finalize. The delete event of an
-// adapter still carrying the finalizer makes Reconcile unload its copies once the API
-// server confirms it is gone; the event of one without it, as after finalize, changes
-// nothing; and an adapter created again under the name keeps its copies.
+// adapter carrying the finalizer and no deletion timestamp makes Reconcile unload its
+// copies once the API server confirms it is gone; the event of one deleted the ordinary
+// way (a deletion timestamp, with or without the finalizer) changes nothing; and an
+// adapter created again under the name keeps its copies.
 func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
@@ -315,15 +316,22 @@ func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unfinalized := adapter(ns, "gone", "llama", nil, nil)
-	r.adapterDeleted(ctx, event.DeleteEvent{Object: unfinalized}, q)
+	gone := adapter(ns, "gone", "llama", nil, nil)
+	deletedAt := metav1.Now()
+	ordinary := []*v1alpha1.ModelAdapter{gone.DeepCopy(), gone.DeepCopy(), gone.DeepCopy()}
+	ordinary[0].DeletionTimestamp, ordinary[0].Finalizers = &deletedAt, []string{Finalizer} // as finalize's patch leaves it
+	ordinary[1].DeletionTimestamp = &deletedAt                                              // another's finalizer removed last
+	// ordinary[2]: never finalized by this controller
+	for _, ma := range ordinary {
+		r.adapterDeleted(ctx, event.DeleteEvent{Object: ma}, q)
+	}
 	reconcileKey("gone")
 	if !e1.holds(t, "gone") || !e2.holds(t, "gone") || q.Len() != 0 {
-		t.Fatal("an adapter deleted without the finalizer, as after finalize, was unloaded or enqueued")
+		t.Fatal("an adapter deleted the ordinary way was unloaded or enqueued")
 	}
-	finalized := unfinalized.DeepCopy()
-	finalized.Finalizers = []string{Finalizer}
-	r.adapterDeleted(ctx, event.DeleteEvent{Object: finalized}, q)
+	raced := gone.DeepCopy()
+	raced.Finalizers = []string{Finalizer}
+	r.adapterDeleted(ctx, event.DeleteEvent{Object: raced}, q)
 	if q.Len() != 1 {
 		t.Fatalf("the delete event of an adapter carrying the finalizer enqueued %d requests, want 1", q.Len())
 	}
