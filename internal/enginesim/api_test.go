@@ -1,6 +1,7 @@
 package enginesim
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 )
@@ -303,5 +305,33 @@ func TestUsageReportsCachedTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChatStreamBeginsWithTheFirstToken checks that a chat stream sends nothing, its role
+// event included, before the prompt is prefilled, as vLLM streams: the first body bytes
+// mark the start of the decode for whoever relays them.
+func TestChatStreamBeginsWithTheFirstToken(t *testing.T) {
+	cfg := fastConfig()
+	cfg.TimeScale = 1
+	cfg.PrefillOverhead = 150 * time.Millisecond
+	cfg.InterTokenLatency = time.Millisecond
+	te := startEngine(t, cfg)
+	body := `{"model":"llama-3-8b","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
+	start := time.Now()
+	resp, err := te.srv.Client().Post(te.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < cfg.PrefillOverhead {
+		t.Errorf("the first event came %v after the request, before the %v prefill", elapsed, cfg.PrefillOverhead)
+	}
+	if !strings.Contains(first, `"role":"assistant"`) {
+		t.Errorf("first event %q, want the assistant's role", first)
 	}
 }

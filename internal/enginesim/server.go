@@ -207,10 +207,17 @@ func (e *Engine) handleCompletion(chat bool) http.HandlerFunc {
 
 func (e *Engine) stream(w http.ResponseWriter, r *http.Request, g generation, c completionWriter, includeUsage bool) {
 	sse := newSSEWriter(w)
-	if c.chat {
-		_ = sse.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	}
+	// Like vLLM, a chat stream's first event, the assistant's role, goes out with the
+	// first token, once the prompt is prefilled: a stream's first body bytes tell the
+	// client, and a router, that the engine decodes the request.
+	first := c.chat
 	res, ok := e.streamTokens(r.Context(), g, func(tok string) error {
+		if first {
+			first = false
+			if err := sse.send("", c.chunk(map[string]any{"role": "assistant", "content": ""}, nil)); err != nil {
+				return err
+			}
+		}
 		if c.chat {
 			return sse.send("", c.chunk(map[string]any{"content": tok}, nil))
 		}
