@@ -11,7 +11,7 @@ import (
 )
 
 // Hot is the summary of one pod's latest metrics snapshot, the part of a pod that
-// routing decisions read for every candidate besides its in-flight count: eleven words,
+// routing decisions read for every candidate besides its in-flight count: twelve words,
 // free of pointers and written only by scrapes. A Hot is shared by every version of its
 // pod.
 //
@@ -37,7 +37,7 @@ type Hot struct {
 }
 
 // summaryWords is the size of a stored metrics summary in 64-bit words.
-const summaryWords = 11
+const summaryWords = 12
 
 // The summary's words.
 const (
@@ -52,6 +52,7 @@ const (
 	wordService
 	wordWaiting // the float32 bits of Waiting<<32 | LocalInFlight
 	wordDecode
+	wordDecodeTime // Profile.Decode
 )
 
 // hotSlab is the number of cells allocated together: a row of a slab is 4 KiB, so that a
@@ -118,9 +119,10 @@ func (a *hotAllocator) count() *Count {
 // older gen is discarded under mu, so that nothing of the old address's engine is stored
 // after a reset.
 //
-// A podState is two cache lines, the first the counters that reservations write (all but
-// the in-flight count, which is in a slab of counts), the second what scrapes write: 128
-// bytes, a size class of the Go allocator whose objects start on line boundaries, so that
+// A podState is three cache lines, the first the counters that reservations write (all
+// but the in-flight count, which is in a slab of counts), the second what scrapes write,
+// the third the decodes that streamed answers write as they begin and end: 192 bytes, a
+// size class of the Go allocator whose objects start on line boundaries, so that
 // reservations of two pods, such as two made at once on two cores by round-robin, write
 // no line in common.
 type podState struct {
@@ -134,6 +136,9 @@ type podState struct {
 	mu      sync.Mutex
 	gen     uint64 // guarded by mu
 	_       [64 - unsafe.Sizeof([]string{}) - unsafe.Sizeof(atomic.Pointer[endpoint.Metrics]{}) - unsafe.Sizeof(sync.Mutex{}) - unsafe.Sizeof(uint64(0))]byte
+	// decodes lists the pod's decoding requests.
+	decodes decodes
+	_       [64 - unsafe.Sizeof(decodes{})]byte
 }
 
 // newPodState returns the shared state of a new pod k, with a fresh cell. The caller
@@ -258,6 +263,7 @@ func (h *Hot) Speed() endpoint.Speed {
 		PrefillPerToken: math.Float64frombits(h.words[wordPrefill].Load()),
 		Service:         math.Float64frombits(h.words[wordService].Load()),
 		DecodePerToken:  math.Float64frombits(h.words[wordDecode].Load()),
+		Decode:          math.Float64frombits(h.words[wordDecodeTime].Load()),
 		Learnt:          h.words[wordEpoch].Load()&learntBit != 0,
 	}
 }
@@ -303,6 +309,7 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
 	w[wordService] = math.Float64bits(sp.Service)
 	w[wordDecode] = math.Float64bits(sp.DecodePerToken)
+	w[wordDecodeTime] = math.Float64bits(sp.Decode)
 	w[wordEpoch] = m.Profile.Epoch &^ learntBit
 	if sp.Learnt {
 		w[wordEpoch] |= learntBit

@@ -117,11 +117,12 @@ func TestHotCellsKeepToTheirCacheLines(t *testing.T) {
 }
 
 // TestPodStatesKeepToTheirCacheLines checks that the counters reservations write are a
-// cache line of their own in every pod's state, apart from what scrapes write and from
-// the pods added before and after.
+// cache line of their own in every pod's state, apart from what scrapes write, from the
+// decodes streamed answers write and from the pods added before and after.
 func TestPodStatesKeepToTheirCacheLines(t *testing.T) {
-	if size, second := unsafe.Sizeof(podState{}), unsafe.Offsetof(podState{}.id); size != 128 || second != 64 {
-		t.Errorf("a podState is %d bytes with its scrape half at %d, want 128 and 64", size, second)
+	var st podState
+	if size, second, third := unsafe.Sizeof(st), unsafe.Offsetof(st.id), unsafe.Offsetof(st.decodes); size != 192 || second != 64 || third != 128 {
+		t.Errorf("a podState is %d bytes with its scrape line at %d and its decodes at %d, want 192, 64 and 128", size, second, third)
 	}
 	c := New()
 	for i := range 64 {

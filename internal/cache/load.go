@@ -222,11 +222,22 @@ func (t *Ticket) Done() {
 // any number of times from any goroutine; only the first call has an effect. A
 // Reservation MUST NOT be copied once made.
 type Reservation struct {
-	released atomic.Bool
-	pod      *Pod
-	model    *Load // the model's stripe; nil for a request that names no model
-	started  int64 // loadClock at the reservation, counted in the pod's Load.started
+	state   atomic.Int32 // reserved, decoding or released
+	pod     *Pod
+	model   *Load // the model's stripe; nil for a request that names no model
+	started int64 // loadClock at the reservation, counted in the pod's Load.started
+	// decode is the request's decode, listed in the pod's decodes while it is decoding;
+	// written under their lock.
+	decode decodeSpan
 }
+
+// The states of a Reservation: it moves from reserved to released, possibly by way of
+// decoding (Decoding).
+const (
+	reserved int32 = iota
+	decoding
+	released
+)
 
 // Pod returns the reserved endpoint.
 func (r *Reservation) Pod() *Pod { return r.pod }
@@ -234,8 +245,11 @@ func (r *Reservation) Pod() *Pod { return r.pod }
 // Release ends the reservation and adds tokensOut generated tokens to the endpoint and
 // model counters.
 func (r *Reservation) Release(tokensOut int64) {
-	if !r.released.CompareAndSwap(false, true) {
+	switch r.state.Swap(released) {
+	case released:
 		return
+	case decoding:
+		r.pod.state.decodes.end(r)
 	}
 	r.pod.Load().started.Add(-r.started)
 	for _, l := range [...]*Load{r.pod.Load(), r.model} {

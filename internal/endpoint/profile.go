@@ -24,6 +24,9 @@ type Profile struct {
 	Service float64
 	// DecodePerToken is the recent mean time per output token, in seconds.
 	DecodePerToken float64
+	// Decode is the recent mean time a request decodes, from its first token to its
+	// last, in seconds: how long it keeps its slot once its answer began.
+	Decode float64
 	// PrefilledTokens and Requests are the evidence behind the rates: the uncached prompt
 	// tokens prefilled and the requests finished recently, each weighted as it fades.
 	PrefilledTokens, Requests float64
@@ -35,7 +38,7 @@ type Profile struct {
 
 	// The decaying sums the rates are ratios of, with PrefilledTokens and Requests.
 	prefillSeconds, serviceSeconds float64
-	decode                         decayingMean
+	decode, decodeTime             decayingMean
 }
 
 // profileDecay is the weight the sums keep from one scrape to the next: at the default
@@ -91,6 +94,8 @@ func (p Profile) Next(prev, cur *Metrics) Profile {
 	tpot := cur.TPOT.minus(prev.TPOT)
 	p.decode = p.decode.add(tpot.Sum, tpot.Count)
 	p.DecodePerToken = p.decode.mean()
+	p.decodeTime = p.decodeTime.add(decodeInterval(prev, cur))
+	p.Decode = p.decodeTime.mean()
 	uncached := (cur.PromptTokens - prev.PromptTokens) - (cur.PrefixCacheHits - prev.PrefixCacheHits)
 	p.prefillSeconds = profileDecay*p.prefillSeconds + prefillSeconds(prev, cur)
 	p.PrefilledTokens = profileDecay*p.PrefilledTokens + max(uncached, 0)
@@ -110,6 +115,18 @@ func serviceInterval(prev, cur *Metrics) (seconds, requests float64) {
 	}
 	d := cur.E2E.minus(prev.E2E)
 	return max(d.Sum-cur.QueueTime.minus(prev.QueueTime).Sum, 0), float64(d.Count)
+}
+
+// decodeInterval returns the time requests finished between prev and cur spent decoding
+// and how many they were: from the decode-time histogram where the engine exports one,
+// otherwise end-to-end latency less time to first token.
+func decodeInterval(prev, cur *Metrics) (seconds float64, requests uint64) {
+	if cur.DecodeTime.Count > 0 {
+		d := cur.DecodeTime.minus(prev.DecodeTime)
+		return d.Sum, d.Count
+	}
+	d := cur.E2E.minus(prev.E2E)
+	return max(d.Sum-cur.TTFT.minus(prev.TTFT).Sum, 0), d.Count
 }
 
 // prefillSeconds returns the prefill time the engine spent between prev and cur: from

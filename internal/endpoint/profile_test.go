@@ -55,6 +55,9 @@ func TestProfileLearnsRatesFromScrapeDeltas(t *testing.T) {
 	if got := p.DecodePerToken; !(math.Abs(got-0.015) <= 1e-9) {
 		t.Errorf("DecodePerToken = %g, want 0.015", got)
 	}
+	if got := p.Decode; !(math.Abs(got-1.0) <= 0.01) {
+		t.Errorf("Decode = %g, want about 1.0 (end to end less time to first token, without a decode-time histogram)", got)
+	}
 	// The engine slows down: recent scrapes outweigh old ones within a few seconds.
 	for range 150 {
 		prev = e.m
@@ -72,6 +75,15 @@ func TestProfileServiceWithoutInferenceHistogram(t *testing.T) {
 	p := Profile{}.Next(&prev, &cur)
 	if got := p.Service; !(math.Abs(got-1.5) <= 1e-9) {
 		t.Errorf("Service = %g, want 1.5 (end to end less queueing)", got)
+	}
+}
+
+func TestProfileDecodeFromTheDecodeHistogram(t *testing.T) {
+	prev := Metrics{E2E: Histogram{Count: 10, Sum: 20}, TTFT: Histogram{Count: 10, Sum: 2}, DecodeTime: Histogram{Count: 10, Sum: 15}}
+	cur := Metrics{E2E: Histogram{Count: 20, Sum: 40}, TTFT: Histogram{Count: 20, Sum: 4}, DecodeTime: Histogram{Count: 20, Sum: 30}}
+	p := Profile{}.Next(&prev, &cur)
+	if got := p.Decode; !(math.Abs(got-1.5) <= 1e-9) {
+		t.Errorf("Decode = %g, want 1.5, the decode-time histogram's mean, over end to end less time to first token", got)
 	}
 }
 

@@ -553,10 +553,17 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	if watch != nil {
 		watch.watchIdle(idle)
 	}
+	// The first bytes of a streamed answer come with its first token, as vLLM and SGLang
+	// stream: from then on the engine decodes the request.
+	decoding := !x.req.Stream || resp.StatusCode != http.StatusOK
 	for {
 		n, err := resp.Body.Read(buf)
 		if watch != nil && n > 0 {
 			watch.watchIdle(idle)
+		}
+		if n > 0 && !decoding {
+			decoding = true
+			target.Decoding(x.req.MaxTokens)
 		}
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {

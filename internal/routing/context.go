@@ -267,6 +267,12 @@ func (t *Target) Release(tokensOut int64) {
 	}
 }
 
+// Decoding records that the first token of the answer arrived, so that predictions of
+// the engine's wait know when the request, of maxTokens output tokens at most (0: not
+// set), should free its slot (cache.Reservation.Decoding). Only the first call before
+// Release counts.
+func (t *Target) Decoding(maxTokens int64) { t.reservation.Decoding(maxTokens) }
+
 // InFlight returns the in-flight count of candidate i (Counts[i]). Calling it, routing
 // carries the count's inlinable body to the algorithms, which then inline Count.Value
 // without importing internal/cache themselves.
