@@ -12,10 +12,16 @@
 //
 // The wait counts the requests ahead beyond the engine's slots (Profile.Slots: those its
 // pod declares, then the number running the first time the engine is seen queueing; for
-// an engine with neither, the candidates' mean, or none) and,
-// for the first of them, how long the running requests still have to go: one frees a
-// slot every service/slots when their starts are spread, but after a burst, which the
-// mean age of this process's requests there shows, none does for most of a service time.
+// an engine with neither, the candidates' mean, or none), and how long the running
+// requests still have to go. Where this process's answers there stream, it knows when
+// each began decoding and so when each should finish (cache.Pod.DecodeEnd): after the
+// engine's mean decode time (Profile.Decode; the candidates' mean where the engine's is
+// not known, or PriorDecode), or its max tokens at the engine's time per output token
+// where that is shorter. The k-th request ahead waits for the k-th of those ends, and
+// any beyond them for one more slot every service/slots. Otherwise one
+// slot frees every service/slots when the running requests' starts are spread, but
+// after a burst, which the mean age of this process's requests there shows, none does
+// for most of a service time.
 //
 // The package owns only the arithmetic of the prediction; the prefix-cache and
 // least-latency algorithms choose with it.
@@ -37,6 +43,9 @@ const (
 	PriorService = 2.0
 	// PriorDecodePerToken is the time per output token, in seconds.
 	PriorDecodePerToken = 0.02
+	// PriorDecode is the time a request decodes, from its first token to its last, in
+	// seconds: most of its service.
+	PriorDecode = 1.5
 )
 
 // Engine is one candidate as a prediction reads it: the requests this process has in
@@ -44,8 +53,8 @@ const (
 type Engine struct {
 	// InFlight is the requests this process has in flight on the engine.
 	InFlight int64
-	// Ages tells how long, on average, those requests have run; nil reads as none.
-	// A prediction asks only when the engine's wait depends on it.
+	// Ages tells how far those requests have got; nil reads as none. A prediction asks
+	// only when the engine's wait depends on it.
 	Ages Ages
 	// Known reports whether the engine's metrics are fresh; Queue and Speed are zero
 	// otherwise.
@@ -54,17 +63,21 @@ type Engine struct {
 	Speed endpoint.Speed
 }
 
-// Ages tells how long, on average, an engine's in-flight requests have run as of now;
-// cache.Load and cache.Pod are.
+// Ages tells how far an engine's in-flight requests have got as of now: how long they
+// have run on average (MeanAge), and how long until the k-th of those decoding is
+// expected to finish, each decoding for decode seconds or its max tokens at perToken
+// seconds each where shorter, with its rank, k or fewer, 0 when none decodes (DecodeEnd,
+// as cache.Pod.DecodeEnd). cache.Pod is one.
 type Ages interface {
 	MeanAge(now time.Time) time.Duration
+	DecodeEnd(now time.Time, k int, perToken, decode float64) (time.Duration, int)
 }
 
 // engineOf returns c as a prediction reads it.
 func engineOf(c *routing.Candidate) Engine {
 	en := Engine{InFlight: c.InFlight}
 	if c.Pod != nil {
-		en.Ages = c.Load()
+		en.Ages = c.Pod
 	}
 	if m := c.Metrics; m != nil {
 		en.Known, en.Queue, en.Speed = true, m.Queue(), m.Profile.Speed()
@@ -103,16 +116,19 @@ func (e *Estimator) Learnt() bool { return e.learnt }
 
 // speed is an engine's rates, in seconds, as a decision uses them.
 type speed struct {
-	prefillPerToken, service, decodePerToken float64
+	prefillPerToken, service, decodePerToken, decode float64
 }
 
 // Fleet sums the learnt speeds and slot counts of one decision's candidates. The zero
 // value has seen none.
 type Fleet struct {
-	sum   speed
-	n     int
-	slots float64 // summed over the slotted candidates
-	nSlot int
+	// sum sums the rates of the n candidates whose speed is learnt, and the decode times
+	// of the nDecode candidates whose decode time is known, learnt or not.
+	sum     speed
+	n       int
+	nDecode int
+	slots   float64 // summed over the slotted candidates
+	nSlot   int
 	// leastPrefill is the least learnt prefill rate added, valid while n > 0.
 	leastPrefill float64
 }
@@ -120,6 +136,10 @@ type Fleet struct {
 // Add counts the speed s and the slot count slots (endpoint.Queue.Slots, 0 when not
 // learnt) of a candidate whose metrics are fresh.
 func (f *Fleet) Add(s endpoint.Speed, slots float64) {
+	if s.Decode > 0 {
+		f.sum.decode += s.Decode
+		f.nDecode++
+	}
 	if slots > 0 {
 		f.slots += slots
 		f.nSlot++
@@ -149,12 +169,16 @@ func (f *Fleet) Estimator(now time.Time) Estimator {
 	if f.nSlot > 0 {
 		slots = f.slots / float64(f.nSlot)
 	}
+	decode := PriorDecode
+	if f.nDecode > 0 {
+		decode = f.sum.decode / float64(f.nDecode)
+	}
 	if f.n == 0 {
-		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken},
+		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken, decode: decode},
 			slots: slots, leastPrefill: PriorPrefillPerToken, now: now}
 	}
 	k := 1 / float64(f.n)
-	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k}
+	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k, decode: decode}
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
@@ -314,11 +338,21 @@ func slotted(n int64, beyond, slots float64) float64 {
 
 // wait returns the predicted time, in seconds, a request sent to en now would wait
 // before the engine runs it, with ahead requests (at least one) ahead of it for slots
-// slots (see ahead): for the first of the running requests to finish (firstSlot), then for one
-// more slot to free per request ahead of it, each slot freeing after service over the
-// number of slots on average.
+// slots (see ahead): where requests of this process decode there, until the ahead-th of
+// them is expected to finish, or the last of them when fewer decode, then for one more
+// slot per request ahead beyond them; otherwise for the first of the running requests
+// to finish (firstSlot), then for one more slot per request ahead of it. Past the
+// requests whose ends are known, each slot frees after service over the number of
+// slots on average.
 func (e *Estimator) wait(en *Engine, ahead, slots float64) float64 {
 	service := rate(en.Speed.Learnt, en.Speed.Service, e.fleet.service)
+	if en.Ages != nil {
+		perToken := rate(en.Speed.Learnt && en.Speed.DecodePerToken > 0, en.Speed.DecodePerToken, e.fleet.decodePerToken)
+		decode := rate(en.Speed.Decode > 0, en.Speed.Decode, e.fleet.decode)
+		if until, rank := en.Ages.DecodeEnd(e.now, max(int(ahead), 1), perToken, decode); rank > 0 {
+			return max(until.Seconds()+(ahead-float64(rank))*service/slots, 0)
+		}
+	}
 	return e.firstSlot(en, service, slots) + (ahead-1)*service/slots
 }
 

@@ -3,6 +3,7 @@ package ttft_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,11 +81,73 @@ func known(inFlight int64, age float64, m endpoint.Metrics) ttft.Engine {
 	return ttft.Engine{InFlight: inFlight, Ages: meanAge(age), Known: true, Queue: m.Queue(), Speed: m.Profile.Speed()}
 }
 
-// meanAge is a mean age, in seconds, whatever the time.
+// meanAge is a mean age, in seconds, whatever the time, of requests none of which
+// decodes.
 type meanAge float64
 
 func (a meanAge) MeanAge(time.Time) time.Duration {
 	return time.Duration(float64(a) * float64(time.Second))
+}
+
+func (meanAge) DecodeEnd(time.Time, int, float64, float64) (time.Duration, int) { return 0, 0 }
+
+// decodes are the decoding requests, whatever the time; their mean age, were it asked,
+// is absurd.
+type decodes []struct {
+	age       float64 // seconds decoded
+	maxTokens int64
+}
+
+func (decodes) MeanAge(time.Time) time.Duration { return 1000 * time.Hour }
+
+func (d decodes) DecodeEnd(_ time.Time, k int, perToken, decode float64) (time.Duration, int) {
+	var ends []float64
+	for _, dc := range d {
+		t := decode
+		if dc.maxTokens > 0 {
+			t = min(t, float64(dc.maxTokens)*perToken)
+		}
+		ends = append(ends, max(t-dc.age, 0))
+	}
+	rank := min(k, len(ends))
+	if rank == 0 {
+		return 0, 0
+	}
+	slices.Sort(ends)
+	return time.Duration(ends[rank-1] * float64(time.Second)), rank
+}
+
+// TestWaitForDecodes checks that, where requests decode, the k-th request ahead waits
+// for the k-th decode's expected end, after the engine's decode time or the request's
+// max tokens, and those beyond them for one slot each after.
+func TestWaitForDecodes(t *testing.T) {
+	prof := learnt(0.0002, 1.6, 8) // 0.02 s per output token
+	prof.Decode = 1
+	est := ttft.New([]routing.Candidate{candidate(0, &endpoint.Metrics{Profile: prof})}, time.Now())
+	full := endpoint.Metrics{Running: 8, LocalInFlight: 8, Profile: prof}
+	three := decodes{{0.95, 0}, {0.7, 0}, {0.1, 0}} // ending in 0.05, 0.3 and 0.9 s
+	tests := []struct {
+		name     string
+		inFlight int64
+		decodes  decodes
+		want     float64
+	}{
+		{"one ahead: the first end", 8, three, 0.05},
+		{"three ahead: the third end", 10, three, 0.9},
+		{"five ahead: the last end, then a slot per request beyond", 12, three, 0.9 + 2*1.6/8},
+		{"a free slot: no wait", 7, three, 0},
+		{"one ahead beside a short request: the first end still", 8, append(decodes{{0.1, 10}}, three...), 0.05},
+		{"two ahead: the short request's end, within its tokens", 9, append(decodes{{0.1, 10}}, three...), 10*0.02 - 0.1},
+		{"nothing decodes: the mean age decides (requests long running: service/slots)", 8, nil, 1.6 / 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			en := ttft.Engine{InFlight: tt.inFlight, Ages: tt.decodes, Known: true, Queue: full.Queue(), Speed: prof.Speed()}
+			if got := est.Predict(&en, 0, 0); !(math.Abs(got-tt.want) <= 1e-9) {
+				t.Errorf("predicted wait = %g, want %g", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestSpeedsArePooledUnlessDistinct(t *testing.T) {
