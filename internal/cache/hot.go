@@ -11,7 +11,7 @@ import (
 )
 
 // Hot is the summary of one pod's latest metrics snapshot, the part of a pod that
-// routing decisions read for every candidate besides its in-flight count: twelve words,
+// routing decisions read for every candidate besides its in-flight count: eleven words,
 // free of pointers and written only by scrapes. A Hot is shared by every version of its
 // pod.
 //
@@ -37,7 +37,7 @@ type Hot struct {
 }
 
 // summaryWords is the size of a stored metrics summary in 64-bit words.
-const summaryWords = 12
+const summaryWords = 11
 
 // The summary's words.
 const (
@@ -45,14 +45,13 @@ const (
 	wordUsage
 	wordGeometry // BlockSize<<32 | NumGPUBlocks
 	wordBeyond
-	wordSlots
+	wordSlots // the float32 bits of Profile.Slots<<32 | those of Profile.Decode
 	wordPrefill
 	wordEpoch // Profile.Epoch, with learntBit set when the speed is learnt
 	wordWork  // the float32 bits of Running<<32 | those of Profile.Throughput (NaN when not known)
 	wordService
 	wordWaiting // the float32 bits of Waiting<<32 | LocalInFlight
 	wordDecode
-	wordDecodeTime // Profile.Decode
 )
 
 // hotSlab is the number of cells allocated together: a row of a slab is 4 KiB, so that a
@@ -202,7 +201,7 @@ func (h *Hot) Queue() endpoint.Queue {
 		Running:       float64(math.Float32frombits(uint32(h.words[wordWork].Load() >> 32))),
 		Waiting:       float64(math.Float32frombits(uint32(ww >> 32))),
 		LocalInFlight: int64(uint32(ww)),
-		Slots:         math.Float64frombits(h.words[wordSlots].Load()),
+		Slots:         h.Slots(),
 	}
 }
 
@@ -242,7 +241,7 @@ type Backlog struct {
 func (h *Hot) Backlog() Backlog {
 	return Backlog{
 		Beyond:          math.Float64frombits(h.words[wordBeyond].Load()),
-		Slots:           math.Float64frombits(h.words[wordSlots].Load()),
+		Slots:           h.Slots(),
 		PrefillPerToken: math.Float64frombits(h.words[wordPrefill].Load()),
 		Learnt:          h.words[wordEpoch].Load()&learntBit != 0,
 	}
@@ -254,8 +253,11 @@ func Beyond(q endpoint.Queue) float64 {
 	return max(q.Running+q.Waiting-float64(q.LocalInFlight), 0)
 }
 
-// Slots returns the latest snapshot's learnt slot count (Queue.Slots), alone.
-func (h *Hot) Slots() float64 { return math.Float64frombits(h.words[wordSlots].Load()) }
+// Slots returns the latest snapshot's learnt slot count (Queue.Slots), alone; a cell
+// holds it to float32 precision, exact for counts.
+func (h *Hot) Slots() float64 {
+	return float64(math.Float32frombits(uint32(h.words[wordSlots].Load() >> 32)))
+}
 
 // Speed returns the speed of the latest snapshot's engine (Profile.Speed).
 func (h *Hot) Speed() endpoint.Speed {
@@ -263,9 +265,17 @@ func (h *Hot) Speed() endpoint.Speed {
 		PrefillPerToken: math.Float64frombits(h.words[wordPrefill].Load()),
 		Service:         math.Float64frombits(h.words[wordService].Load()),
 		DecodePerToken:  math.Float64frombits(h.words[wordDecode].Load()),
-		Decode:          math.Float64frombits(h.words[wordDecodeTime].Load()),
 		Learnt:          h.words[wordEpoch].Load()&learntBit != 0,
 	}
+}
+
+// DecodePerToken returns the latest snapshot's time per output token
+// (Profile.DecodePerToken), alone: one word, where Speed reads four.
+func (h *Hot) DecodePerToken() float64 { return math.Float64frombits(h.words[wordDecode].Load()) }
+
+// Decode returns the latest snapshot's mean decode time (Profile.Decode).
+func (h *Hot) Decode() float64 {
+	return float64(math.Float32frombits(uint32(h.words[wordSlots].Load())))
 }
 
 // Epoch returns the restart epoch of the latest snapshot's engine (Profile.Epoch).
@@ -305,11 +315,10 @@ func summaryOf(m *endpoint.Metrics) [summaryWords]uint64 {
 	w[wordWork] = uint64(math.Float32bits(float32(q.Running)))<<32 | uint64(math.Float32bits(rate))
 	w[wordWaiting] = uint64(math.Float32bits(float32(q.Waiting)))<<32 | uint64(halfWord(q.LocalInFlight))
 	w[wordBeyond] = math.Float64bits(Beyond(q))
-	w[wordSlots] = math.Float64bits(q.Slots)
+	w[wordSlots] = uint64(math.Float32bits(float32(q.Slots)))<<32 | uint64(math.Float32bits(float32(m.Profile.Decode)))
 	w[wordPrefill] = math.Float64bits(sp.PrefillPerToken)
 	w[wordService] = math.Float64bits(sp.Service)
 	w[wordDecode] = math.Float64bits(sp.DecodePerToken)
-	w[wordDecodeTime] = math.Float64bits(sp.Decode)
 	w[wordEpoch] = m.Profile.Epoch &^ learntBit
 	if sp.Learnt {
 		w[wordEpoch] |= learntBit

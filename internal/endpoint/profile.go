@@ -25,7 +25,8 @@ type Profile struct {
 	// DecodePerToken is the recent mean time per output token, in seconds.
 	DecodePerToken float64
 	// Decode is the recent mean time a request decodes, from its first token to its
-	// last, in seconds: how long it keeps its slot once its answer began.
+	// last, in seconds: how long it keeps its slot once its answer began. It is held to
+	// float32 precision, as a hot cell holds it.
 	Decode float64
 	// PrefilledTokens and Requests are the evidence behind the rates: the uncached prompt
 	// tokens prefilled and the requests finished recently, each weighted as it fades.
@@ -95,7 +96,7 @@ func (p Profile) Next(prev, cur *Metrics) Profile {
 	p.decode = p.decode.add(tpot.Sum, tpot.Count)
 	p.DecodePerToken = p.decode.mean()
 	p.decodeTime = p.decodeTime.add(decodeInterval(prev, cur))
-	p.Decode = p.decodeTime.mean()
+	p.Decode = float64(float32(p.decodeTime.mean()))
 	uncached := (cur.PromptTokens - prev.PromptTokens) - (cur.PrefixCacheHits - prev.PrefixCacheHits)
 	p.prefillSeconds = profileDecay*p.prefillSeconds + prefillSeconds(prev, cur)
 	p.PrefilledTokens = profileDecay*p.PrefilledTokens + max(uncached, 0)

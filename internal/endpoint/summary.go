@@ -15,9 +15,9 @@ type Queue struct {
 // Speed is an engine's rates as routing predicts with them: a Profile's rates without
 // their evidence.
 type Speed struct {
-	// PrefillPerToken, Service, DecodePerToken and Decode are the Profile's fields of
-	// those names.
-	PrefillPerToken, Service, DecodePerToken, Decode float64
+	// PrefillPerToken, Service and DecodePerToken are the Profile's fields of those
+	// names.
+	PrefillPerToken, Service, DecodePerToken float64
 	// Learnt is Profile.Learnt.
 	Learnt bool
 }
@@ -39,5 +39,5 @@ func (m *Metrics) UsedKVCache() float64 {
 // Speed returns p's speed.
 func (p *Profile) Speed() Speed {
 	return Speed{PrefillPerToken: p.PrefillPerToken, Service: p.Service, DecodePerToken: p.DecodePerToken,
-		Decode: p.Decode, Learnt: p.Learnt()}
+		Learnt: p.Learnt()}
 }

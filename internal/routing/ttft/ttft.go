@@ -15,9 +15,8 @@
 // an engine with neither, the candidates' mean, or none), and how long the running
 // requests still have to go. Where this process's answers there stream, it knows when
 // each began decoding and so when each should finish (cache.Pod.DecodeEnd): after the
-// engine's mean decode time (Profile.Decode; the candidates' mean where the engine's is
-// not known, or PriorDecode), or its max tokens at the engine's time per output token
-// where that is shorter. The k-th request ahead waits for the k-th of those ends, and
+// engine's mean decode time (Profile.Decode; its service time while that is not known),
+// or its max tokens at the engine's time per output token where that is shorter. The k-th request ahead waits for the k-th of those ends, and
 // any beyond them for one more slot every service/slots. Otherwise one
 // slot frees every service/slots when the running requests' starts are spread, but
 // after a burst, which the mean age of this process's requests there shows, none does
@@ -43,9 +42,6 @@ const (
 	PriorService = 2.0
 	// PriorDecodePerToken is the time per output token, in seconds.
 	PriorDecodePerToken = 0.02
-	// PriorDecode is the time a request decodes, from its first token to its last, in
-	// seconds: most of its service.
-	PriorDecode = 1.5
 )
 
 // Engine is one candidate as a prediction reads it: the requests this process has in
@@ -61,6 +57,9 @@ type Engine struct {
 	Known bool
 	Queue endpoint.Queue
 	Speed endpoint.Speed
+	// Decode is the engine's mean decode time (endpoint.Profile.Decode), 0 when not
+	// known or the metrics are not fresh.
+	Decode float64
 }
 
 // Ages tells how far an engine's in-flight requests have got as of now: how long they
@@ -80,7 +79,7 @@ func engineOf(c *routing.Candidate) Engine {
 		en.Ages = c.Pod
 	}
 	if m := c.Metrics; m != nil {
-		en.Known, en.Queue, en.Speed = true, m.Queue(), m.Profile.Speed()
+		en.Known, en.Queue, en.Speed, en.Decode = true, m.Queue(), m.Profile.Speed(), m.Profile.Decode
 	}
 	return en
 }
@@ -116,19 +115,16 @@ func (e *Estimator) Learnt() bool { return e.learnt }
 
 // speed is an engine's rates, in seconds, as a decision uses them.
 type speed struct {
-	prefillPerToken, service, decodePerToken, decode float64
+	prefillPerToken, service, decodePerToken float64
 }
 
 // Fleet sums the learnt speeds and slot counts of one decision's candidates. The zero
 // value has seen none.
 type Fleet struct {
-	// sum sums the rates of the n candidates whose speed is learnt, and the decode times
-	// of the nDecode candidates whose decode time is known, learnt or not.
-	sum     speed
-	n       int
-	nDecode int
-	slots   float64 // summed over the slotted candidates
-	nSlot   int
+	sum   speed
+	n     int
+	slots float64 // summed over the slotted candidates
+	nSlot int
 	// leastPrefill is the least learnt prefill rate added, valid while n > 0.
 	leastPrefill float64
 }
@@ -136,10 +132,6 @@ type Fleet struct {
 // Add counts the speed s and the slot count slots (endpoint.Queue.Slots, 0 when not
 // learnt) of a candidate whose metrics are fresh.
 func (f *Fleet) Add(s endpoint.Speed, slots float64) {
-	if s.Decode > 0 {
-		f.sum.decode += s.Decode
-		f.nDecode++
-	}
 	if slots > 0 {
 		f.slots += slots
 		f.nSlot++
@@ -169,16 +161,12 @@ func (f *Fleet) Estimator(now time.Time) Estimator {
 	if f.nSlot > 0 {
 		slots = f.slots / float64(f.nSlot)
 	}
-	decode := PriorDecode
-	if f.nDecode > 0 {
-		decode = f.sum.decode / float64(f.nDecode)
-	}
 	if f.n == 0 {
-		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken, decode: decode},
+		return Estimator{fleet: speed{prefillPerToken: PriorPrefillPerToken, service: PriorService, decodePerToken: PriorDecodePerToken},
 			slots: slots, leastPrefill: PriorPrefillPerToken, now: now}
 	}
 	k := 1 / float64(f.n)
-	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k, decode: decode}
+	fleet := speed{prefillPerToken: f.sum.prefillPerToken * k, service: f.sum.service * k, decodePerToken: f.sum.decodePerToken * k}
 	if fleet.decodePerToken == 0 {
 		fleet.decodePerToken = PriorDecodePerToken
 	}
@@ -251,18 +239,17 @@ func (e *Estimator) decode(learnt bool, perToken, output float64) float64 {
 // FromCell is Latency for the engine whose hot cell is h, with n requests of this
 // process in flight there, of the ages that ages tells, and its metrics fresh, read from
 // the cell; with no output tokens, it is TTFT. Where the request would not wait (Idle),
-// it reads the cell's Backlog, four words, and its speed only for output tokens,
-// and never asks ages.
+// it reads the cell's Backlog, four words, and its time per output token only for output
+// tokens, and never asks ages.
 func (e *Estimator) FromCell(h *cache.Hot, ages Ages, n int64, uncached, output float64) float64 {
 	b := h.Backlog()
 	if t, idle := e.Idle(&b, n, uncached); idle {
 		if output > 0 {
-			sp := h.Speed()
-			t += e.decode(sp.Learnt, sp.DecodePerToken, output)
+			t += e.decode(b.Learnt, h.DecodePerToken(), output)
 		}
 		return t
 	}
-	en := Engine{InFlight: n, Ages: ages, Known: true, Queue: h.Queue(), Speed: h.Speed()}
+	en := Engine{InFlight: n, Ages: ages, Known: true, Queue: h.Queue(), Speed: h.Speed(), Decode: h.Decode()}
 	return e.Predict(&en, uncached, output)
 }
 
@@ -348,7 +335,10 @@ func (e *Estimator) wait(en *Engine, ahead, slots float64) float64 {
 	service := rate(en.Speed.Learnt, en.Speed.Service, e.fleet.service)
 	if en.Ages != nil {
 		perToken := rate(en.Speed.Learnt && en.Speed.DecodePerToken > 0, en.Speed.DecodePerToken, e.fleet.decodePerToken)
-		decode := rate(en.Speed.Decode > 0, en.Speed.Decode, e.fleet.decode)
+		decode := en.Decode
+		if !(decode > 0) {
+			decode = service
+		}
 		if until, rank := en.Ages.DecodeEnd(e.now, max(int(ahead), 1), perToken, decode); rank > 0 {
 			return max(until.Seconds()+(ahead-float64(rank))*service/slots, 0)
 		}

@@ -142,7 +142,7 @@ func TestWaitForDecodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			en := ttft.Engine{InFlight: tt.inFlight, Ages: tt.decodes, Known: true, Queue: full.Queue(), Speed: prof.Speed()}
+			en := ttft.Engine{InFlight: tt.inFlight, Ages: tt.decodes, Known: true, Queue: full.Queue(), Speed: prof.Speed(), Decode: prof.Decode}
 			if got := est.Predict(&en, 0, 0); !(math.Abs(got-tt.want) <= 1e-9) {
 				t.Errorf("predicted wait = %g, want %g", got, tt.want)
 			}
