@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -43,7 +42,7 @@ func TestStreamedAnswersMarkTheirDecode(t *testing.T) {
 	// A non-streamed answer of about a second: in flight, and never decoding.
 	done := make(chan int, 1)
 	go func() {
-		status, _ := post(base, "", chatRequest(t, false, 60))
+		status, _ := post(base, "", chatRequest(false, 60))
 		done <- status
 	}()
 	for p, _ := view.Pod(key); p.Load().InFlight() == 0; p, _ = view.Pod(key) {
@@ -58,7 +57,7 @@ func TestStreamedAnswersMarkTheirDecode(t *testing.T) {
 	}
 
 	// A streamed answer: decoding from its first event until the stream ends.
-	resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(chatRequest(t, true, 60)))
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(chatRequest(true, 60)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +84,6 @@ func TestStreamedAnswersMarkTheirDecode(t *testing.T) {
 
 // chatRequest returns a chat completion request for llama-3-8b of maxTokens output
 // tokens, streamed if stream.
-func chatRequest(t *testing.T, stream bool, maxTokens int) []byte {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"model": "llama-3-8b", "stream": stream, "max_tokens": maxTokens,
-		"messages": []map[string]string{{"role": "user", "content": "tell me a story"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+func chatRequest(stream bool, maxTokens int) []byte {
+	return chatBodyOf("llama-3-8b", stream, maxTokens, "tell me a story")
 }

@@ -465,12 +465,16 @@ func postWithHeader(base, key, value string, body []byte) (int, http.Header) {
 }
 
 // chatBody returns a small chat completion request for model.
-func chatBody(model string, stream bool) []byte {
+func chatBody(model string, stream bool) []byte { return chatBodyOf(model, stream, 4, "hi") }
+
+// chatBodyOf returns a chat completion request for model of maxTokens output tokens
+// whose one user message is content, streamed if stream.
+func chatBodyOf(model string, stream bool, maxTokens int, content string) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"model":      model,
 		"stream":     stream,
-		"max_tokens": 4,
-		"messages":   []map[string]string{{"role": "user", "content": "hi"}},
+		"max_tokens": maxTokens,
+		"messages":   []map[string]string{{"role": "user", "content": content}},
 	})
 	return b
 }
