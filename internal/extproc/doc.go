@@ -13,6 +13,8 @@
 //     429 shed, 404 unknown model, 413 body too large);
 //   - the response's metadata envoy.lb / x-gateway-destination-endpoint-served tells the
 //     Picker's reservation which endpoint served;
+//   - the body of a 200 answer, where the data plane sends it, is passed to the
+//     reservation chunk by chunk (an engine's first token, its usage);
 //   - the reservation is released when the response ends, or when the stream ends for
 //     any other reason;
 //   - Serve adds gRPC health with the services liveness, readiness and

@@ -31,6 +31,9 @@ type exchange struct {
 	reservation Reservation
 	// servedSeen is set once the data plane said which endpoint served.
 	servedSeen bool
+	// answered is set by response headers of status 200, whose body the reservation is
+	// passed.
+	answered bool
 }
 
 // fullDuplex reports whether the request body comes in FULL_DUPLEX_STREAMED mode.
@@ -60,12 +63,16 @@ func (x *exchange) handle(ctx context.Context, req *extprocv3.ProcessingRequest)
 		return x.requestTrailers(ctx)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		x.learnServed(ctx, req)
+		x.answered = headerValue(r.ResponseHeaders.GetHeaders(), ":status") == "200"
 		if r.ResponseHeaders.GetEndOfStream() {
 			x.finish()
 		}
 		return one(headersResponse(false, nil)), false
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		x.learnServed(ctx, req)
+		if chunk := r.ResponseBody.GetBody(); len(chunk) > 0 && x.answered && x.reservation != nil {
+			x.reservation.Answer(chunk)
+		}
 		if r.ResponseBody.GetEndOfStream() {
 			x.finish()
 		}

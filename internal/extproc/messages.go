@@ -117,13 +117,28 @@ func trailersResponse(request bool) *extprocv3.ProcessingResponse {
 func httpHeader(m *corev3.HeaderMap) http.Header {
 	h := make(http.Header, len(m.GetHeaders()))
 	for _, hv := range m.GetHeaders() {
-		v := hv.GetValue()
-		if raw := hv.GetRawValue(); len(raw) > 0 {
-			v = string(raw)
-		}
-		h.Add(hv.GetKey(), v)
+		h.Add(hv.GetKey(), valueOf(hv))
 	}
 	return h
+}
+
+// valueOf returns hv's value: its raw value, which Envoy sends, or else its value.
+func valueOf(hv *corev3.HeaderValue) string {
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		return string(raw)
+	}
+	return hv.GetValue()
+}
+
+// headerValue returns the value of the header name (lower case, as the data plane sends
+// names) in m, "" when m has none.
+func headerValue(m *corev3.HeaderMap, name string) string {
+	for _, hv := range m.GetHeaders() {
+		if hv.GetKey() == name {
+			return valueOf(hv)
+		}
+	}
+	return ""
 }
 
 // errorResponse answers err with an immediate response: the status and message of an

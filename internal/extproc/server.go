@@ -61,12 +61,17 @@ type Pick struct {
 }
 
 // Reservation is the load a picked request holds. The Server calls its methods from the
-// goroutine serving the request's stream, never concurrently: Served at most once, then
-// Release exactly once.
+// goroutine serving the request's stream, never concurrently: Served at most once and
+// Answer any number of times, then Release exactly once.
 type Reservation interface {
 	// Served tells which of the Pick's endpoints the data plane reports having served
 	// the request, which may be a fallback.
 	Served(endpoint string)
+	// Answer passes the next chunk, never empty, of a 200 answer's body as it reaches
+	// the data plane, which sends the body only in a response body mode other than NONE.
+	// The first chunk of an answer that streams comes with the engine's first token. The
+	// chunk is only valid until Answer returns.
+	Answer(chunk []byte)
 	// Release ends the reservation: the response ended or the stream did.
 	Release()
 }

@@ -39,6 +39,8 @@ type fakePicker struct {
 	body    []byte
 	subset  map[string]bool
 	served  []string
+	// answer holds the chunks of the answer's body the Server passed.
+	answer []string
 
 	released atomic.Int32
 }
@@ -76,6 +78,19 @@ func (r fakeReservation) Served(endpoint string) {
 	r.p.mu.Lock()
 	defer r.p.mu.Unlock()
 	r.p.served = append(r.p.served, endpoint)
+}
+
+func (r fakeReservation) Answer(chunk []byte) {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	r.p.answer = append(r.p.answer, string(chunk))
+}
+
+// answerChunks returns the chunks of the answer the Server passed, in order.
+func (p *fakePicker) answerChunks() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.answer)
 }
 
 func (r fakeReservation) Release() { r.p.released.Add(1) }
@@ -144,7 +159,8 @@ func openStream(t *testing.T, c extprocv3.ExternalProcessorClient) (extprocv3.Ex
 	return stream, cancel
 }
 
-func requestHeaders(endOfStream bool, kv ...string) *extprocv3.ProcessingRequest {
+// headerMap returns the header map of the names and values kv, in turn.
+func headerMap(kv ...string) *corev3.HeaderMap {
 	m := &corev3.HeaderMap{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		// Envoy sends raw_value; older versions sent value. Alternate to cover both.
@@ -156,8 +172,12 @@ func requestHeaders(endOfStream bool, kv ...string) *extprocv3.ProcessingRequest
 		}
 		m.Headers = append(m.Headers, hv)
 	}
+	return m
+}
+
+func requestHeaders(endOfStream bool, kv ...string) *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: m, EndOfStream: endOfStream},
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: headerMap(kv...), EndOfStream: endOfStream},
 	}}
 }
 
@@ -167,9 +187,9 @@ func requestBody(body string, endOfStream bool) *extprocv3.ProcessingRequest {
 	}}
 }
 
-func responseHeaders(endOfStream bool) *extprocv3.ProcessingRequest {
+func responseHeaders(endOfStream bool, kv ...string) *extprocv3.ProcessingRequest {
 	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{}, EndOfStream: endOfStream},
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: headerMap(kv...), EndOfStream: endOfStream},
 	}}
 }
 
@@ -326,6 +346,42 @@ func TestProcessRoutesAfterWholeBodyAndReleasesAtResponseEnd(t *testing.T) {
 	expectEnd(t, stream)
 	if n := p.released.Load(); n != 1 {
 		t.Errorf("released %d times after the stream ended, want 1", n)
+	}
+}
+
+func TestProcessPassesTheAnswerToTheReservation(t *testing.T) {
+	tests := []struct {
+		name string
+		// status is the answer's :status; the body's chunks follow, the last ending it.
+		status string
+		chunks []string
+		want   []string
+	}{
+		{"a 200 answer's chunks, in order, without the empty", "200",
+			[]string{"", "data: 1\n\n", "data: 2\n\n", "data: [DONE]\n\n"},
+			[]string{"data: 1\n\n", "data: 2\n\n", "data: [DONE]\n\n"}},
+		{"not an error answer's body", "503", []string{`{"error":"overloaded"}`}, nil},
+		{"nothing of an answer without a body", "200", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &fakePicker{endpoint: endpoint}
+			stream, _ := openStream(t, startServer(t, p, extproc.Options{}))
+			send(t, stream, requestHeaders(true, ":path", "/v1/models"))
+			recv(t, stream)
+			send(t, stream, responseHeaders(len(tt.chunks) == 0, ":status", tt.status, "content-type", "text/event-stream"))
+			recv(t, stream)
+			for i, chunk := range tt.chunks {
+				send(t, stream, responseBody(chunk, i == len(tt.chunks)-1))
+				recv(t, stream)
+			}
+			if n := p.waitReleased(t); n != 1 {
+				t.Fatalf("released %d times, want 1", n)
+			}
+			if got := p.answerChunks(); !slices.Equal(got, tt.want) {
+				t.Errorf("the reservation was passed %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

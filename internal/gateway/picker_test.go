@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,10 +127,65 @@ func TestExtProcPicker(t *testing.T) {
 			t.Errorf("in flight after the release = %v, want none", got)
 		}
 	})
+
+	t.Run("a streamed answer decodes where it is served, from its first bytes", func(t *testing.T) {
+		streamed := func() (p extproc.Pick, primary, fallback string) {
+			p, err := picker.Pick(context.Background(), extproc.Request{Headers: headers, Body: chatBody("llama-3-8b", true)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Reservation.Release)
+			return p, p.Endpoints[0], p.Endpoints[1]
+		}
+		p, primary, _ := streamed()
+		if got := decoding(t, view); got[primary] != 0 {
+			t.Errorf("decoding before the answer began: %v", got)
+		}
+		p.Reservation.Answer([]byte("data: {}\n\n"))
+		p.Reservation.Answer([]byte("data: {}\n\n"))
+		if got := decoding(t, view); got[primary] != 1 {
+			t.Errorf("decoding once the answer began = %v, want 1 on the primary %s", got, primary)
+		}
+		p.Reservation.Release()
+		if got := decoding(t, view); got[primary] != 0 {
+			t.Errorf("decoding after the release = %v, want none", got)
+		}
+
+		p, primary, fallback := streamed()
+		p.Reservation.Served(fallback)
+		p.Reservation.Answer([]byte("data: {}\n\n"))
+		if got := decoding(t, view); got[primary] != 0 || got[fallback] != 1 {
+			t.Errorf("decoding after %s served = %v, want 1 on it and none on the primary %s", fallback, got, primary)
+		}
+		p.Reservation.Release()
+
+		p, err := pick(t) // an answer that does not stream
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Reservation.Answer([]byte(`{"choices":[]}`))
+		if got := decoding(t, view); got[p.Endpoints[0]] != 0 {
+			t.Errorf("decoding after a non-streamed answer began = %v, want none", got)
+		}
+	})
 }
 
 // inFlight returns the requests in flight on each llama-3-8b pod, by "ip:port".
 func inFlight(t *testing.T, view *cache.Gateway) map[string]int64 {
+	return perPod(t, view, func(pod *cache.Pod) int64 { return pod.Load().InFlight() })
+}
+
+// decoding returns whether a request decodes (1) or not (0) on each llama-3-8b pod, by
+// "ip:port".
+func decoding(t *testing.T, view *cache.Gateway) map[string]int64 {
+	return perPod(t, view, func(pod *cache.Pod) int64 {
+		_, rank := pod.DecodeEnd(time.Now(), 1, 0.01, 1)
+		return int64(rank)
+	})
+}
+
+// perPod returns f of each llama-3-8b pod, by "ip:port".
+func perPod(t *testing.T, view *cache.Gateway, f func(*cache.Pod) int64) map[string]int64 {
 	t.Helper()
 	m, ok := view.Model("llama-3-8b")
 	if !ok {
@@ -137,7 +193,7 @@ func inFlight(t *testing.T, view *cache.Gateway) map[string]int64 {
 	}
 	got := map[string]int64{}
 	for _, pod := range m.PodSet().Pods {
-		got[net.JoinHostPort(pod.Address, strconv.Itoa(int(pod.Port)))] = pod.Load().InFlight()
+		got[net.JoinHostPort(pod.Address, strconv.Itoa(int(pod.Port)))] = f(pod)
 	}
 	return got
 }

@@ -1,13 +1,20 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
+	"github.com/switchboard-llm/switchboard/internal/extproc"
+	"github.com/switchboard-llm/switchboard/internal/gateway"
 	"github.com/switchboard-llm/switchboard/internal/testenv"
 )
 
@@ -113,4 +120,56 @@ func TestEngineUsageTrimsThePrefixIndex(t *testing.T) {
 	testenv.WaitUntil(t, waitTimeout, "a stream whose usage chunk reports no cached token trims", func() bool {
 		return trimmed() > afterBody
 	})
+}
+
+// TestPickerPassesEngineUsageToThePrefixIndex: the ext_proc endpoint picker reads the
+// answers the data plane passes it as the gateway's relay does, so the cached tokens an
+// engine reports correct the prefix-cache index there too.
+func TestPickerPassesEngineUsageToThePrefixIndex(t *testing.T) {
+	const ns = "picker-report-test"
+	c := testenv.Start(t)
+	c.Create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	c.EnginePod(t, ns, "llama-0", "llama-3-8b", forgetfulEngine(t, "127.0.0.2", "llama-3-8b"), nil)
+	g, view := runGateway(t, c, gateway.Options{DefaultStrategy: v1alpha1.StrategyPrefixCache})
+	registry := prometheus.NewRegistry()
+	if err := g.Register(registry); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, waitTimeout, "the cache holds the pod", func() bool {
+		m, ok := view.Model("llama-3-8b")
+		return ok && m.PodSet().Len() == 1
+	})
+	picker := g.Picker(gateway.PickScope{Namespace: ns})
+	headers := http.Header{":path": {"/v1/chat/completions"}, "Content-Type": {"application/json"}}
+	trimmed := func() float64 {
+		return metricValue(t, registry, "switchboard_gateway_prefix_index_trimmed_blocks_total")
+	}
+	// route picks an endpoint for a prompt of 10 blocks of word and passes it the answer's
+	// chunks.
+	route := func(word string, answer ...string) {
+		t.Helper()
+		body := chatBodyOf("llama-3-8b", false, 1, strings.Repeat(word+" ", 640/len(word+" ")))
+		p, err := picker.Pick(context.Background(), extproc.Request{Headers: headers, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range answer {
+			p.Reservation.Answer([]byte(chunk))
+		}
+		p.Reservation.Release()
+	}
+	const noneCached = `{"object":"chat.completion","choices":[],"usage":{"prompt_tokens":160,"completion_tokens":1,` +
+		`"total_tokens":161,"prompt_tokens_details":{"cached_tokens":0}}}`
+
+	route("older")
+	route("alpha")
+	route("alpha") // expected held, but no answer passed: nothing learnt
+	if got := trimmed(); got != 0 {
+		t.Fatalf("trimmed %g blocks without an answer's usage, want 0", got)
+	}
+	half := len(noneCached) / 2
+	route("alpha", noneCached[:half], noneCached[half:]) // expected held, reported not cached
+	if got := trimmed(); got == 0 {
+		t.Error("an answer reporting no cached token trimmed nothing")
+	}
 }
