@@ -18,7 +18,13 @@ func BenchmarkRoute(b *testing.B) {
 	sizes := []int{10, 100, 1000, 10000}
 	fleets := make(map[int]*routingtest.Fleet, len(sizes))
 	for _, n := range sizes {
-		fleet := routingtest.NewFleet("llama", n)
+		fleets[n] = routingtest.NewFleet("llama", n)
+	}
+	// scraped gives every pod of fleet its metrics, scraped now: before each case, as
+	// the whole benchmark may run for longer than metrics stay fresh
+	// (routingtest.StaleAfter), and a case measured on stale metrics would time the
+	// fallback that routes without them.
+	scraped := func(fleet *routingtest.Fleet, n int) {
 		for i := range n {
 			fleet.SetMetrics(i, endpoint.Metrics{KVCacheUsage: float64(i%100) / 100, Running: float64(i % 7),
 				TTFT: endpoint.Histogram{Count: 10, Sum: 1}, TPOT: endpoint.Histogram{Count: 100, Sum: 2},
@@ -26,7 +32,6 @@ func BenchmarkRoute(b *testing.B) {
 				Profile: endpoint.Profile{PrefillPerToken: 1e-4, Service: 1, DecodePerToken: 0.02, Slots: 8,
 					PrefilledTokens: 1e6, Requests: 1e3, Throughput: float64(i%50) * 10, ThroughputKnown: true}})
 		}
-		fleets[n] = fleet
 	}
 	prompt := fmt.Sprintf("%04000d", 42) // a 4 KB prompt
 	// Requests of sessions of their own, in turn, so that concurrent decisions of the
@@ -55,6 +60,7 @@ func BenchmarkRoute(b *testing.B) {
 				target.Release(1)
 			}
 			name := fmt.Sprintf("%s/endpoints=%d", strategy, n)
+			scraped(fleet, n)
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
 				var rc routing.RoutingContext // the caller's, as a gateway request's
