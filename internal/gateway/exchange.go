@@ -539,9 +539,9 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 		flusher = http.NewResponseController(x.w)
 		_ = flusher.Flush() // the headers, before the first event
 	}
-	var usage *openai.UsageScanner // the engine's word on the prompt, for the router
-	if resp.StatusCode == http.StatusOK && target.WantsReport() {
-		usage = new(openai.UsageScanner)
+	var answer answerReader // what the router learns of a 200 answer
+	if resp.StatusCode == http.StatusOK {
+		answer = newAnswerReader(&x.req, target)
 	}
 	bp := relayBuffers.Get().(*[]byte)
 	defer relayBuffers.Put(bp)
@@ -553,17 +553,10 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 	if watch != nil {
 		watch.watchIdle(idle)
 	}
-	// The first bytes of a streamed answer come with its first token, as vLLM and SGLang
-	// stream: from then on the engine decodes the request.
-	decoding := !x.req.Stream || resp.StatusCode != http.StatusOK
 	for {
 		n, err := resp.Body.Read(buf)
 		if watch != nil && n > 0 {
 			watch.watchIdle(idle)
-		}
-		if n > 0 && !decoding {
-			decoding = true
-			target.Decoding(x.req.MaxTokens)
 		}
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
@@ -572,30 +565,17 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 			if flusher != nil {
 				_ = flusher.Flush()
 			}
-			if usage != nil {
-				_, _ = usage.Write(buf[:n])
-			}
+			answer.read(buf[:n], target)
 		}
 		if err == io.EOF {
 			relayTrailers(x.w.Header(), resp.Trailer)
-			reportUsage(target, usage)
+			answer.report(target)
 			return
 		}
 		if err != nil {
 			x.upstreamDied(target.Pod)
 			return
 		}
-	}
-}
-
-// reportUsage passes the usage the engine's answer ended with, if usage watched it and found
-// the cached tokens, to the router that chose target.
-func reportUsage(target *routing.Target, usage *openai.UsageScanner) {
-	if usage == nil {
-		return
-	}
-	if u, ok := usage.Usage(); ok {
-		target.Report(routing.Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens})
 	}
 }
 

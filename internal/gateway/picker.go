@@ -15,7 +15,6 @@ import (
 	"github.com/switchboard-llm/switchboard/api/v1alpha1"
 	"github.com/switchboard-llm/switchboard/internal/cache"
 	"github.com/switchboard-llm/switchboard/internal/extproc"
-	"github.com/switchboard-llm/switchboard/internal/openai"
 	"github.com/switchboard-llm/switchboard/internal/routetable"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
@@ -118,7 +117,7 @@ func (p *Picker) Pick(ctx context.Context, req extproc.Request) (extproc.Pick, e
 	}
 	res := &pickReservation{
 		tracker: g.view.Tracker, admission: g.admission, model: model, tokensIn: r.PromptTokens(),
-		stream: r.Stream, maxTokens: r.MaxTokens, primary: target, fallbacks: fallbacks(cands, target.Pod),
+		primary: target, fallbacks: fallbacks(cands, target.Pod), answer: newAnswerReader(&r, target),
 	}
 	return extproc.Pick{Endpoints: res.endpoints(), Reservation: res}, nil
 }
@@ -179,18 +178,12 @@ type pickReservation struct {
 	admission *routing.Admission
 	model     *cache.Model
 	tokensIn  int64
-	// stream is whether the request asked for a streamed answer, of maxTokens output
-	// tokens at most (0: not set).
-	stream    bool
-	maxTokens int64
 	primary   *routing.Target
 	fallbacks []*cache.Pod
 	// moved is the reservation on the fallback that served, if one did.
 	moved *cache.Reservation
-	// answered is set by the answer's first chunk; usage watches the answer for the
-	// usage it ends with, where the routing algorithm wants it.
-	answered bool
-	usage    *openai.UsageScanner
+	// answer reads the answer the data plane passes, which is always a 200 answer.
+	answer answerReader
 }
 
 // endpoints lists the primary, then the fallbacks.
@@ -219,34 +212,22 @@ func (r *pickReservation) Served(endpoint string) {
 	}
 }
 
-// Answer reads the answer's body as the gateway's own relay does. The first chunk of an
-// answer that streams marks the request as decoding on the endpoint that serves it, so
-// that predictions of the engine's wait know when it should free its slot; an answer
-// that does not stream says nothing of its decode by its first bytes. The body's end is
-// kept, for Release to pass the usage it reports to the routing algorithm, if it wants it.
+// Answer reads the answer's body as the gateway's own relay does (answerReader): the
+// first chunk of an answer that streams marks the request as decoding on the endpoint
+// that serves it, and Release passes the usage the answer ends with to the routing
+// algorithm.
 func (r *pickReservation) Answer(chunk []byte) {
-	if !r.answered {
-		r.answered = true
-		switch {
-		case !r.stream:
-		case r.moved != nil:
-			r.moved.Decoding(r.maxTokens)
-		default:
-			r.primary.Decoding(r.maxTokens)
-		}
-		if r.primary.WantsReport() {
-			r.usage = new(openai.UsageScanner)
-		}
+	if r.moved != nil {
+		r.answer.read(chunk, r.moved)
+		return
 	}
-	if r.usage != nil {
-		_, _ = r.usage.Write(chunk)
-	}
+	r.answer.read(chunk, r.primary)
 }
 
 // Release ends the reservation, wherever it is, first passing the usage the answer
 // reported, if any, to the routing algorithm.
 func (r *pickReservation) Release() {
-	reportUsage(r.primary, r.usage)
+	r.answer.report(r.primary)
 	r.primary.Release(0)
 	if r.moved != nil {
 		r.moved.Release(0)
