@@ -610,10 +610,15 @@ func isConnectError(err error) bool {
 	return errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
-// hopHeaders are the hop-by-hop headers a proxy does not forward (RFC 9110 §7.6.1).
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+// hopHeader reports whether name, canonical, is a hop-by-hop header, which a proxy does
+// not forward (RFC 9110 §7.6.1).
+func hopHeader(name string) bool {
+	switch name {
+	case "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // copyHeaders copies src into dst without hop-by-hop headers, including those that
@@ -621,15 +626,14 @@ var hopHeaders = []string{
 // adding a value to either header copies them rather than writing into the other.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		dst[k] = vs[:len(vs):len(vs)]
+		if !hopHeader(k) {
+			dst[k] = vs[:len(vs):len(vs)]
+		}
 	}
 	for _, v := range src["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
 			dst.Del(strings.TrimSpace(name))
 		}
-	}
-	for _, h := range hopHeaders {
-		dst.Del(h)
 	}
 }
 

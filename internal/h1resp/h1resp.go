@@ -1,7 +1,7 @@
 // Package h1resp reads HTTP/1.1 responses the way http.ReadResponse does, at a fraction
 // of its cost for the answers engines give most: a head that has arrived whole, and a
-// Content-Length or chunked body. The head is parsed in place, its names and values share
-// one string, and the header's values one slice. Any other response, and any head that
+// Content-Length or chunked body. The head is parsed in place (package h1wire), its names
+// and values share one string, and the header's values one slice. Any other response, and any head that
 // is not plainly valid, is left to http.ReadResponse untouched, so the result is always
 // the one net/http gives.
 package h1resp
@@ -18,64 +18,20 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
+	"github.com/switchboard-llm/switchboard/internal/h1wire"
 )
 
 // ReadResponse reads a response to req (nil for a GET) from br, as http.ReadResponse
 // does. The response's body reads from br; the caller reads it to its end and closes it
 // before reading another response from br.
 func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	if head, ok := peekHead(br); ok {
+	if head, ok := h1wire.PeekHead(br); ok {
 		if resp, ok := parseHead(head, req); ok {
 			_, _ = br.Discard(len(head))
 			return withBody(resp, br), nil
 		}
 	}
 	return http.ReadResponse(br, req)
-}
-
-// peekHead returns the response head at the start of br, up to and including the empty
-// line that ends it, without consuming it. It reads no further than http.ReadResponse
-// would: false when the head does not end in CRLF CRLF (net/http also takes bare line
-// feeds), is larger than br's buffer, or reading fails (http.ReadResponse then reports
-// the failure).
-func peekHead(br *bufio.Reader) ([]byte, bool) {
-	n := max(br.Buffered(), 1)
-	for {
-		buf, err := br.Peek(n)
-		if end, found := headLength(buf); found {
-			return buf[:end], end > 0
-		}
-		if err != nil || n == br.Size() {
-			return nil, false
-		}
-		n = min(max(br.Buffered(), n+1), br.Size()) // wait for more
-	}
-}
-
-// headLength returns the length of the head at the start of buf, ending at the first
-// empty line as net/http reads lines (LF, or CRLF), and whether buf holds that line; 0
-// when the head ends otherwise than in CRLF CRLF.
-func headLength(buf []byte) (int, bool) {
-	for from := 0; ; {
-		i := bytes.IndexByte(buf[from:], '\n')
-		if i < 0 {
-			return 0, false
-		}
-		i += from // a line ends at buf[i]; is the next one empty?
-		switch {
-		case i+1 == len(buf) || buf[i+1] == '\r' && i+2 == len(buf):
-			return 0, false // not known yet
-		case buf[i+1] == '\n':
-			return 0, true
-		case buf[i+1] == '\r' && buf[i+2] == '\n':
-			if i == 0 || buf[i-1] != '\r' {
-				return 0, true
-			}
-			return i + 3, true
-		}
-		from = i + 1
-	}
 }
 
 // parseHead parses head, a whole response head, and returns the response without its
@@ -103,53 +59,10 @@ func parseHead(head []byte, req *http.Request) (*http.Response, bool) {
 		Status: status, StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Request: req, ContentLength: -1,
 	}
-	if resp.Header, ok = parseFields(rest); !ok {
+	if resp.Header, ok = h1wire.ParseFields(rest); !ok {
 		return nil, false
 	}
 	return resp, framed(resp)
-}
-
-// parseFields parses the header field lines of text, each ending in CRLF but the last.
-func parseFields(text string) (http.Header, bool) {
-	if text == "" {
-		return http.Header{}, true
-	}
-	lines := strings.Count(text, "\r\n") + 1
-	h := make(http.Header, lines)
-	values := make([]string, lines) // one slice for the values of every field
-	for line := range strings.SplitSeq(text, "\r\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || !httpguts.ValidHeaderFieldName(name) {
-			return nil, false // obs-fold lines, spaces before the colon, bare CR or LF
-		}
-		value = strings.Trim(value, " \t")
-		if !httpguts.ValidHeaderFieldValue(value) {
-			return nil, false
-		}
-		key := canonicalKey(name)
-		if vs, seen := h[key]; seen {
-			h[key] = append(vs, value)
-			continue
-		}
-		values[0] = value
-		h[key] = values[:1:1]
-		values = values[1:]
-	}
-	return h, true
-}
-
-// canonicalKey returns textproto.CanonicalMIMEHeaderKey(name), without a copy when name
-// is canonical already, as answers write most names.
-func canonicalKey(name string) string {
-	upper := true
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return textproto.CanonicalMIMEHeaderKey(name)
-		}
-		upper = c == '-'
-	}
-	return name
 }
 
 // framed sets resp's ContentLength, TransferEncoding and Close from its header as
@@ -193,7 +106,7 @@ func withBody(resp *http.Response, br *bufio.Reader) *http.Response {
 	case resp.ContentLength == 0:
 		resp.Body = http.NoBody
 	default:
-		resp.Body = &body{r: br, left: resp.ContentLength}
+		resp.Body = h1wire.NewBody(br, resp.ContentLength)
 	}
 	return resp
 }
@@ -267,33 +180,3 @@ func readTrailer(br *bufio.Reader, resp *http.Response) error {
 	}
 	return nil
 }
-
-// body is a response body of known length.
-type body struct {
-	r    *bufio.Reader
-	left int64
-}
-
-func (b *body) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	switch {
-	case b.left == 0:
-		return n, io.EOF
-	case errors.Is(err, io.EOF):
-		b.left = 0 // later reads see the end, as net/http's do
-		return n, io.ErrUnexpectedEOF
-	}
-	return n, err
-}
-
-// Close does nothing, unlike net/http's, which reads the rest of the body: the reader
-// is the caller's, who decides whether what is left of the body is read or the
-// connection dropped. Reading after Close goes on reading the body.
-func (b *body) Close() error { return nil }

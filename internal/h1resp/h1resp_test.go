@@ -2,14 +2,15 @@ package h1resp
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/switchboard-llm/switchboard/internal/h1wire"
+	"github.com/switchboard-llm/switchboard/internal/h1wire/h1wiretest"
 )
 
 // answers are responses as engines and backends write them, followed by the start of
@@ -67,9 +68,9 @@ var slowPaths = []string{
 
 func TestReadResponseTakesTheFastPathForCommonAnswers(t *testing.T) {
 	for _, raw := range answers {
-		head, ok := peekHead(bufio.NewReader(strings.NewReader(raw)))
+		head, ok := h1wire.PeekHead(bufio.NewReader(strings.NewReader(raw)))
 		if !ok {
-			t.Fatalf("peekHead(%q) found no head", raw)
+			t.Fatalf("h1wire.PeekHead(%q) found no head", raw)
 		}
 		if _, ok := parseHead(head, nil); !ok {
 			t.Errorf("%q: parseHead left it to net/http", raw)
@@ -80,7 +81,7 @@ func TestReadResponseTakesTheFastPathForCommonAnswers(t *testing.T) {
 
 func TestReadResponseLeavesOtherAnswersToNetHTTP(t *testing.T) {
 	for _, raw := range slowPaths {
-		if head, ok := peekHead(bufio.NewReader(strings.NewReader(raw))); ok {
+		if head, ok := h1wire.PeekHead(bufio.NewReader(strings.NewReader(raw))); ok {
 			if _, ok := parseHead(head, nil); ok {
 				t.Errorf("%q: parseHead took it", raw)
 			}
@@ -125,14 +126,7 @@ func FuzzReadResponse(f *testing.F) {
 // what is left after them.
 func assertSameAsNetHTTP(t *testing.T, raw []byte, req *http.Request, wrap ...func(io.Reader) io.Reader) {
 	t.Helper()
-	reader := func() *bufio.Reader {
-		var r io.Reader = bytes.NewReader(raw)
-		for _, w := range wrap {
-			r = w(r)
-		}
-		return bufio.NewReaderSize(r, 4096)
-	}
-	gotBR, wantBR := reader(), reader()
+	gotBR, wantBR := h1wiretest.Reader(raw, 4096, wrap...), h1wiretest.Reader(raw, 4096, wrap...)
 	got, gotErr := ReadResponse(gotBR, req)
 	want, wantErr := http.ReadResponse(wantBR, req)
 	if (gotErr == nil) != (wantErr == nil) {
@@ -158,26 +152,11 @@ func assertSameAsNetHTTP(t *testing.T, raw []byte, req *http.Request, wrap ...fu
 	if g, w := of(got), of(want); !reflect.DeepEqual(g, w) {
 		t.Fatalf("%q:\n got %+v\nwant %+v", raw, g, w)
 	}
-	gotBody, gotErr := io.ReadAll(got.Body)
-	wantBody, wantErr := io.ReadAll(want.Body)
-	if !bytes.Equal(gotBody, wantBody) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-		t.Fatalf("%q: body %q, %v; net/http's %q, %v", raw, gotBody, gotErr, wantBody, wantErr)
-	}
-	if !reflect.DeepEqual(got.Trailer, want.Trailer) {
-		t.Fatalf("%q: trailer %q, net/http's %q", raw, got.Trailer, want.Trailer)
-	}
-	if _, gotErr = got.Body.Read(make([]byte, 1)); gotErr != nil { // and once more
-		_, wantErr = want.Body.Read(make([]byte, 1))
-		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-			t.Fatalf("%q: a read after the end: %v, net/http's %v", raw, gotErr, wantErr)
-		}
-	}
 	if (got.Body == http.NoBody) != (want.Body == http.NoBody) {
 		t.Errorf("%q: body is NoBody: %t, net/http's %t", raw, got.Body == http.NoBody, want.Body == http.NoBody)
 	}
-	gotRest, _ := io.ReadAll(gotBR)
-	wantRest, _ := io.ReadAll(wantBR)
-	if !bytes.Equal(gotRest, wantRest) {
-		t.Fatalf("%q: left %q after the body, net/http %q", raw, gotRest, wantRest)
+	h1wiretest.AssertSameBodies(t, raw, got.Body, want.Body, gotBR, wantBR)
+	if !reflect.DeepEqual(got.Trailer, want.Trailer) {
+		t.Fatalf("%q: trailer %q, net/http's %q", raw, got.Trailer, want.Trailer)
 	}
 }

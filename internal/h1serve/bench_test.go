@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -53,6 +54,38 @@ func BenchmarkServe(b *testing.B) {
 				}
 				if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
 					b.Fatalf("answer %d: %v", resp.StatusCode, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadRequest measures reading a chat request's head, as the OpenAI Go SDK
+// sends it, and setting up its body: by the fast path (readCommonRequest) and by
+// http.ReadRequest, which the server used for every request before.
+func BenchmarkReadRequest(b *testing.B) {
+	raw := commonRequests[0]
+	for _, read := range []struct {
+		name string
+		read func(*bufio.Reader) (*http.Request, error)
+	}{
+		{"common", func(br *bufio.Reader) (*http.Request, error) {
+			if req, ok := readCommonRequest(br); ok {
+				return req, nil
+			}
+			return nil, fmt.Errorf("the fast path declined %q", raw)
+		}},
+		{"net-http", http.ReadRequest},
+	} {
+		b.Run(read.name, func(b *testing.B) {
+			src := strings.NewReader(raw)
+			br := bufio.NewReaderSize(src, bufferSize)
+			b.ReportAllocs()
+			for b.Loop() {
+				src.Reset(raw)
+				br.Reset(src)
+				if _, err := read.read(br); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -175,7 +175,8 @@ func (c *conn) http2() bool {
 	return true
 }
 
-// readRequest reads the next request's head, within the head budget.
+// readRequest reads the next request's head, within the head budget: a common one
+// itself (readCommonRequest), any other with net/http.
 func (c *conn) readRequest() (*http.Request, error) {
 	if c.lastPOST {
 		peek, _ := c.br.Peek(min(c.br.Buffered(), 2))
@@ -187,7 +188,11 @@ func (c *conn) readRequest() (*http.Request, error) {
 		}
 	}
 	c.src.limited, c.src.budget = true, c.srv.headBudget()-int64(c.br.Buffered())
-	req, err := http.ReadRequest(c.br)
+	req, common := readCommonRequest(c.br)
+	var err error
+	if !common {
+		req, err = http.ReadRequest(c.br)
+	}
 	over := c.src.budget <= 0
 	c.src.limited = false
 	switch {
@@ -202,20 +207,30 @@ func (c *conn) readRequest() (*http.Request, error) {
 	case req.Host != "" && !httpguts.ValidHostHeader(req.Host):
 		return nil, statusError{http.StatusBadRequest, "malformed Host header"}
 	}
-	for name, values := range req.Header {
-		if !httpguts.ValidHeaderFieldName(name) {
-			return nil, statusError{http.StatusBadRequest, "invalid header name"}
-		}
-		for _, v := range values {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return nil, statusError{http.StatusBadRequest, "invalid header value"}
-			}
+	if !common { // a common request's fields were checked as they were parsed
+		if err := checkFields(req.Header); err != nil {
+			return nil, err
 		}
 	}
 	c.lastPOST = req.Method == http.MethodPost
 	_ = c.nc.SetReadDeadline(time.Time{})
 	req.RemoteAddr = c.remote
 	return req, nil
+}
+
+// checkFields refuses a header that net/http read although it is not valid HTTP/1.1.
+func checkFields(h http.Header) error {
+	for name, values := range h {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return statusError{http.StatusBadRequest, "invalid header name"}
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return statusError{http.StatusBadRequest, "invalid header value"}
+			}
+		}
+	}
+	return nil
 }
 
 // statusError is a request the server answers itself with a status and a reason.

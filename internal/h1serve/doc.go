@@ -1,8 +1,10 @@
 // Package h1serve serves HTTP/1.1 on clear-text listeners for an http.Handler, with less
 // work per request than net/http's server: no goroutine and no read per request to watch
 // for the client leaving, a response head and small body written in one system call,
-// and the connection's buffers kept for its life. Requests are parsed by net/http
-// (http.ReadRequest), so what a handler sees is what net/http's server gives it; the
+// and the connection's buffers kept for its life. A request head as clients commonly
+// send it (HTTP/1.1, a path, a Content-Length or no body) is parsed in place, in one
+// string; any other is left to net/http (http.ReadRequest). Either way, what a handler
+// sees is what net/http's server gives it, which a differential fuzz test holds; the
 // differences are listed on Server.
 //
 // It owns connections from Accept to Close: their timeouts, keep-alive, response

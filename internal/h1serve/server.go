@@ -31,6 +31,9 @@ const (
 //   - Responses carry no sniffed Content-Type: a handler that wants one sets it.
 //   - A handler may read the request body after it began the response (as with
 //     http.ResponseController.EnableFullDuplex).
+//   - Closing a request body of known length does not end it: the handler may read on,
+//     and the server reads what it leaves unread after it returns (within a bound), to
+//     keep the connection.
 //   - The http.Server in the request's context (http.ServerContextKey) is the one that
 //     serves HTTP/2, nil without it.
 //

@@ -413,6 +413,40 @@ func TestReadsWhatTheHandlerLeftOfTheBody(t *testing.T) {
 	dial(t, addr).postTooLongToDrain()
 }
 
+// TestClosingABodyOfKnownLengthDoesNotEndIt checks the difference from net/http that
+// Server lists: a handler reads on after closing the body, and what it leaves, the
+// server reads to keep the connection.
+func TestClosingABodyOfKnownLengthDoesNotEndIt(t *testing.T) {
+	addr, ln := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			return
+		}
+		head := make([]byte, 2)
+		_, err := io.ReadFull(r.Body, head)
+		_ = r.Body.Close()
+		if r.URL.Path == "/read-on" {
+			rest, err2 := io.ReadAll(r.Body)
+			head, err = append(head, rest...), errors.Join(err, err2)
+		}
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		_, _ = w.Write(head)
+	})})
+	c := dial(t, addr)
+	c.send("POST /read-on HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nabcde")
+	c.send("POST /leave HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nfghij")
+	c.send("GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"abcde", "fg", ""} {
+		if resp, body := c.response(http.MethodPost); resp.StatusCode != 200 || body != want {
+			t.Fatalf("status %d, body %q; want 200, %q", resp.StatusCode, body, want)
+		}
+	}
+	if n := ln.accepted.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
+
 // postTooLongToDrain sends a body twice as long as the server reads on a handler's
 // behalf, for a handler that answers 200 without reading it: the answer must say that
 // the connection closes, and the server must close it.
