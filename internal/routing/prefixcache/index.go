@@ -32,7 +32,11 @@ import (
 // endpoint's set has its own RWMutex: Add, Trim and a budget's eviction hold it for
 // writing, Match and Ticks for reading while they scan one prompt's hashes, and so does
 // an Add that finds, under the read lock, that it would change nothing but ticks
-// (retouchInterval). No lock is held across endpoints, so scoring many endpoints never
+// (retouchInterval). Such an Add also publishes the prompt as the set's mark (headMark),
+// and Match, Ticks and such Adds of the prompt then read the mark with no lock at all:
+// a read lock writes its reader count, which every other core's read must fetch again,
+// and on a hot prompt every core reads the same set. Every write withdraws the mark
+// first. No lock is held across endpoints, so scoring many endpoints never
 // blocks on a global lock, and Adds to different endpoints never contend. The holders of
 // first blocks are sharded by hash, each shard under its own RWMutex, taken only while
 // its set's lock is held (writers) or alone (Holders); a holder is recorded when its set
@@ -164,6 +168,11 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (floor uint64) {
 // it holds hashes[0..n) but not hashes[n]. It returns 0 for an unknown endpoint or
 // another epoch and does not change recency.
 func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
+	if set, ok := ix.lookup(k); ok {
+		if _, ok := set.marked(hashes, epoch); ok {
+			return len(hashes)
+		}
+	}
 	n := 0
 	ix.read(k, epoch, func(set *blockLRU) {
 		n = set.headRun(hashes)
@@ -180,6 +189,11 @@ func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
 // Ticks appends to dst the tick of the last touch of each leading hash endpoint k holds
 // in epoch, stopping at the first it does not hold.
 func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
+	if set, ok := ix.lookup(k); ok {
+		if m, ok := set.marked(hashes, epoch); ok {
+			return append(dst, m.ticks[:len(hashes)]...)
+		}
+	}
 	ix.read(k, epoch, func(set *blockLRU) {
 		n := set.headRun(hashes)
 		for i, j := set.head, 0; j < n; i, j = set.nodes[i].next, j+1 {
@@ -218,7 +232,7 @@ func (ix *Index) Trim(k endpoint.Key, epoch, tick uint64) int {
 	if !ok {
 		return 0
 	}
-	set.mu.Lock()
+	set.lock()
 	defer set.mu.Unlock()
 	if set.epoch != epoch {
 		return 0
@@ -278,12 +292,13 @@ func (ix *Index) lookup(k endpoint.Key) (*blockLRU, bool) {
 // blocks it keeps up to date, as it gains and loses first blocks. The set is accounted
 // to the index's budget for its nodes, free or not: the map and the slice keep their
 // memory until the set is compacted (shed) or cleared. mu guards every field but index,
-// key and lastAdd; dropped is set once the set left the index, after which it tells the
+// key, lastAdd and mark; dropped is set once the set left the index, after which it tells the
 // index nothing more and is accounted nothing.
 type blockLRU struct {
 	index      *Index
 	key        endpoint.Key
 	lastAdd    atomic.Uint64 // learnClock at the set's last Add, to the retouch interval
+	mark       atomic.Pointer[headMark]
 	mu         sync.RWMutex
 	dropped    bool
 	accounted  int // the nodes accounted to the budget
@@ -320,7 +335,7 @@ func newBlockLRU(ix *Index, k endpoint.Key, epoch uint64) *blockLRU {
 // drop releases the set's first blocks and its memory from the index once the set left
 // it.
 func (l *blockLRU) drop() {
-	l.mu.Lock()
+	l.lock()
 	defer l.mu.Unlock()
 	l.releaseFirsts()
 	l.dropped = true
@@ -340,7 +355,7 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Dura
 			return floor, false
 		}
 	}
-	l.mu.Lock()
+	l.lock()
 	defer l.mu.Unlock()
 	if l.epoch != epoch {
 		l.clear(epoch)
@@ -356,16 +371,68 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Dura
 	return l.floor(len(hashes)), true
 }
 
+// headMark is what a set publishes, for readers that take no lock, of a hot prompt: one
+// sent again, unchanged, within the retouch interval (fresh). It holds the prompt's
+// hashes, their ticks, and what an Add of it tests to change nothing. On a hot prompt, the decisions of every core then read
+// the set without writing to a lock's reader count, which the other cores would have to
+// fetch again. Any change to the set withdraws the mark under the write lock (lock), so
+// that a reader finds either no mark or one that held when it loaded it.
+type headMark struct {
+	epoch     uint64
+	hashes    []uint64 // the prompt's hashes, the first one at the set's head
+	ticks     []uint64 // the tick of each hash
+	touchedAt uint64
+	held      int // the number of hashes the set holds
+	floor     uint64
+}
+
+// lock locks the set for writing and withdraws its mark.
+func (l *blockLRU) lock() {
+	l.mu.Lock()
+	l.mark.Store(nil)
+}
+
+// publish marks the set's n most recent hashes, a prompt's, as its head prompt, unless
+// a mark is published already. The caller holds l.mu, for reading or writing: no change
+// comes between what it found of the set and the mark.
+func (l *blockLRU) publish(n int) {
+	if l.mark.Load() != nil {
+		return
+	}
+	m := &headMark{epoch: l.epoch, hashes: make([]uint64, 0, n), ticks: make([]uint64, 0, n),
+		touchedAt: l.touchedAt, held: len(l.slots), floor: l.floor(n)}
+	for i := l.head; len(m.hashes) < n; i = l.nodes[i].next {
+		m.hashes = append(m.hashes, l.nodes[i].hash)
+		m.ticks = append(m.ticks, l.nodes[i].tick())
+	}
+	l.mark.CompareAndSwap(nil, m) // readers may publish at once
+}
+
+// marked returns the set's mark when hashes, in epoch, are the leading hashes of its
+// head prompt, which the set then holds.
+func (l *blockLRU) marked(hashes []uint64, epoch uint64) (*headMark, bool) {
+	m := l.mark.Load()
+	if m == nil || m.epoch != epoch || len(hashes) > len(m.hashes) || !slices.Equal(hashes, m.hashes[:len(hashes)]) {
+		return nil, false
+	}
+	return m, true
+}
+
 // fresh reports whether hashes are the prompt the set was last sent, in epoch and within
 // bound, touched by an Add less than every before now: another Add of them would only
-// move their ticks on. It returns their lowest tick when they are.
+// move their ticks on. It returns their lowest tick when they are, and publishes them as
+// the set's mark (headMark), which it reads without a lock when one is published.
 func (l *blockLRU) fresh(hashes []uint64, epoch uint64, bound int, now uint64, every time.Duration) (floor uint64, ok bool) {
+	if m, ok := l.marked(hashes, epoch); ok && len(hashes) == len(m.hashes) {
+		return m.floor, m.held <= bound && now-m.touchedAt < uint64(every)
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.epoch != epoch || len(l.slots) > bound || now-l.touchedAt >= uint64(every) ||
 		l.headRun(hashes) < len(hashes) || !l.nodes[l.head].first() {
 		return 0, false
 	}
+	l.publish(len(hashes)) // sent again: more Adds, Matches and Ticks of it are likely
 	return l.floor(len(hashes)), true
 }
 
@@ -420,7 +487,7 @@ func (l *blockLRU) account() {
 // keeps only the memory of the hashes it still holds. It reports whether the set had
 // any memory to free.
 func (l *blockLRU) shed(blocks int) bool {
-	l.mu.Lock()
+	l.lock()
 	defer l.mu.Unlock()
 	if l.accounted == 0 {
 		return false

@@ -1,7 +1,9 @@
 package prefixcache_test
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -221,6 +223,38 @@ func TestIndexKeepsTheTicksOfARepeatedPrompt(t *testing.T) {
 	}
 }
 
+// TestIndexReadsAHotPromptAsTheSetHoldsIt checks what Match, Ticks and Add read of a
+// prompt sent again, which the set publishes for reading without a lock: only in the
+// set's epoch, only within the retouch interval, and only within the engine's bound.
+func TestIndexReadsAHotPromptAsTheSetHoldsIt(t *testing.T) {
+	k := routingtest.Key(0)
+	ix := prefixcache.NewIndex(100, nil)
+	ix.SetRetouchEvery(time.Hour)
+	hot := chain(10, 8)
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3})
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3}) // sent again: published
+	if got := ix.Match(k, hot, 3); got != 8 {
+		t.Errorf("Match in the set's epoch = %d, want 8", got)
+	}
+	if got, ticks := ix.Match(k, hot, 2), ix.Ticks(k, hot, 2, nil); got != 0 || len(ticks) != 0 {
+		t.Errorf("in another epoch, Match = %d and Ticks = %v, want 0 and none", got, ticks)
+	}
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3, MaxBlocks: 5}) // an engine now smaller
+	if got := ix.Blocks(k); got != 5 {
+		t.Errorf("after an Add within 5 blocks, the set holds %d, want 5", got)
+	}
+
+	ix.SetRetouchEvery(time.Millisecond)
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3})
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3}) // published again
+	before := ix.Ticks(k, hot, 3, nil)
+	time.Sleep(5 * time.Millisecond) // past the retouch interval
+	ix.Add(k, hot, prefixcache.Engine{Epoch: 3})
+	if after := ix.Ticks(k, hot, 3, nil); after[0] <= before[0] {
+		t.Errorf("ticks after an Add past the retouch interval = %v, want past %v", after, before)
+	}
+}
+
 func TestIndexTrim(t *testing.T) {
 	k := routingtest.Key(0)
 	ix := prefixcache.NewIndex(100, nil)
@@ -321,6 +355,13 @@ func (m *lruModel) add(hashes []uint64) {
 	}
 }
 
+// mostRecent reports whether hashes are the most recently touched hashes, in order of
+// recency: an add of them would change nothing but their ticks.
+func (m *lruModel) mostRecent(hashes []uint64) bool {
+	recent := slices.SortedFunc(maps.Keys(m.ticks), func(a, b uint64) int { return cmp.Compare(m.ticks[b], m.ticks[a]) })
+	return len(hashes) <= len(recent) && slices.Equal(hashes, recent[:len(hashes)])
+}
+
 func (m *lruModel) leading(hashes []uint64) []uint64 {
 	var ticks []uint64
 	for _, h := range hashes {
@@ -343,15 +384,26 @@ func (m *lruModel) trim(tick uint64) {
 
 // TestIndexAgreesWithAModel checks Add, Match, Ticks and Trim against the reference
 // over random sequences of prompts sharing prefixes, the same prompt often twice in a
-// row (which Add retouches in place) or after another.
+// row (which Add retouches in place) or after another. With a retouch interval, an Add of
+// the set's most recent hashes, in order, changes nothing and publishes the set's mark,
+// which Match, Ticks and further such Adds then read without a lock: the reference
+// leaves its ticks, and every change to the set must withdraw the mark.
 func TestIndexAgreesWithAModel(t *testing.T) {
+	for _, every := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("retouch every %v", every), func(t *testing.T) {
+			agreeWithAModel(t, every)
+		})
+	}
+}
+
+func agreeWithAModel(t *testing.T, every time.Duration) {
 	rnd := rand.New(rand.NewPCG(5, 8))
 	prompts := [][]uint64{chain(1, 6), chain(1, 9), chain(1, 3), chain(50, 5), chain(2, 4), chain(50, 12)}
 	k := routingtest.Key(0)
 	for iter := range 200 {
 		bound := 4 + rnd.IntN(20)
 		ix := prefixcache.NewIndex(bound, nil)
-		ix.SetRetouchEvery(0) // the model moves the ticks at every Add
+		ix.SetRetouchEvery(every)
 		model := &lruModel{bound: bound, ticks: map[uint64]uint64{}}
 		var last []uint64
 		for step := range 40 {
@@ -368,7 +420,9 @@ func TestIndexAgreesWithAModel(t *testing.T) {
 				}
 			default:
 				ix.Add(k, p, prefixcache.Engine{})
-				model.add(p)
+				if every == 0 || !model.mostRecent(p) {
+					model.add(p)
+				}
 				last = p
 			}
 			for _, q := range prompts {
