@@ -29,12 +29,9 @@ func newAnswerReader(req *openai.Request, target *routing.Target) answerReader {
 	return answerReader{maxTokens: req.MaxTokens, decodePending: req.Stream, scan: target.WantsReport()}
 }
 
-// read reads the answer's next chunk, marking the request as decoding on d at the first
-// one of an answer that streams.
+// read reads the answer's next chunk, never empty, marking the request as decoding on d
+// at the first one of an answer that streams.
 func (a *answerReader) read(chunk []byte, d decoder) {
-	if len(chunk) == 0 {
-		return
-	}
 	if a.decodePending {
 		a.decodePending = false
 		d.Decoding(a.maxTokens)

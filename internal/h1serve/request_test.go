@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/switchboard-llm/switchboard/internal/h1wire"
 	"github.com/switchboard-llm/switchboard/internal/h1wire/h1wiretest"
 )
 
@@ -108,12 +109,12 @@ func FuzzReadRequest(f *testing.F) {
 
 // peekCommonHead returns the head of raw and whether the fast path takes it.
 func peekCommonHead(raw string) (string, bool) {
-	head, _, found := strings.Cut(raw, "\r\n\r\n")
-	if !found {
+	head, ok := h1wire.PeekHead(bufio.NewReader(strings.NewReader(raw)))
+	if !ok {
 		return raw, false
 	}
-	_, ok := parseCommonHead([]byte(head + "\r\n\r\n"))
-	return head, ok
+	_, ok = parseCommonHead(head)
+	return string(head), ok
 }
 
 // assertSameRequestAsNetHTTP reads raw with readCommonRequest, and with http.ReadRequest

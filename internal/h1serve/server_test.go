@@ -104,6 +104,21 @@ func (c *rawClient) responseOrError(method string) (*http.Response, string, erro
 	return resp, string(b), err
 }
 
+// answersOnOneConnection reads, for each of want in turn, a 200 answer to a request of
+// method whose body is that want, and checks that ln accepted no other connection than
+// the client's.
+func (c *rawClient) answersOnOneConnection(ln *countingListener, method string, want ...string) {
+	c.t.Helper()
+	for _, w := range want {
+		if resp, body := c.response(method); resp.StatusCode != 200 || body != w {
+			c.t.Fatalf("status %d, body %q; want 200, %q", resp.StatusCode, body, w)
+		}
+	}
+	if n := ln.accepted.Load(); n != 1 {
+		c.t.Errorf("%d connections, want 1", n)
+	}
+}
+
 // closed reports whether the server closes the connection within 5s (the next read
 // ends); open, whether it is still open after 100ms.
 func (c *rawClient) closed() bool { return c.endsWithin(5 * time.Second) }
@@ -400,14 +415,7 @@ func TestReadsWhatTheHandlerLeftOfTheBody(t *testing.T) {
 	c.send("POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n" + small)
 	c.send("POST /2 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + small + "\r\n0\r\n\r\n")
 	c.send("GET /3 HTTP/1.1\r\nHost: h\r\n\r\n")
-	for _, want := range []string{"/1", "/2", "/3"} {
-		if resp, body := c.response(http.MethodPost); resp.StatusCode != 200 || body != want {
-			t.Fatalf("status %d, body %q; want 200, %q", resp.StatusCode, body, want)
-		}
-	}
-	if n := ln.accepted.Load(); n != 1 {
-		t.Errorf("%d connections, want 1", n)
-	}
+	c.answersOnOneConnection(ln, http.MethodPost, "/1", "/2", "/3")
 
 	// A body beyond what the server reads on the handler's behalf closes the connection.
 	dial(t, addr).postTooLongToDrain()
@@ -437,14 +445,7 @@ func TestClosingABodyOfKnownLengthDoesNotEndIt(t *testing.T) {
 	c.send("POST /read-on HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nabcde")
 	c.send("POST /leave HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nfghij")
 	c.send("GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
-	for _, want := range []string{"abcde", "fg", ""} {
-		if resp, body := c.response(http.MethodPost); resp.StatusCode != 200 || body != want {
-			t.Fatalf("status %d, body %q; want 200, %q", resp.StatusCode, body, want)
-		}
-	}
-	if n := ln.accepted.Load(); n != 1 {
-		t.Errorf("%d connections, want 1", n)
-	}
+	c.answersOnOneConnection(ln, http.MethodPost, "abcde", "fg", "")
 }
 
 // postTooLongToDrain sends a body twice as long as the server reads on a handler's
@@ -576,14 +577,7 @@ func TestKeepsTheNextRequestTheWatchRead(t *testing.T) {
 	c.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(20 * time.Millisecond) // the watch reads on an empty connection
 	c.send("GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
-	for _, want := range []string{"GET /slow", "GET /next"} {
-		if resp, body := c.response(http.MethodGet); resp.StatusCode != 200 || body != want {
-			t.Fatalf("status %d, body %q; want 200, %q", resp.StatusCode, body, want)
-		}
-	}
-	if n := ln.accepted.Load(); n != 1 {
-		t.Errorf("%d connections, want 1", n)
-	}
+	c.answersOnOneConnection(ln, http.MethodGet, "GET /slow", "GET /next")
 }
 
 func TestALateReadOfAFinishedBodyLeavesTheConnectionAlone(t *testing.T) {

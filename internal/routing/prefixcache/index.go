@@ -168,60 +168,23 @@ func (ix *Index) Add(k endpoint.Key, hashes []uint64, e Engine) (floor uint64) {
 // it holds hashes[0..n) but not hashes[n]. It returns 0 for an unknown endpoint or
 // another epoch and does not change recency.
 func (ix *Index) Match(k endpoint.Key, hashes []uint64, epoch uint64) int {
-	if set, ok := ix.lookup(k); ok {
-		if _, ok := set.marked(hashes, epoch); ok {
-			return len(hashes)
-		}
+	set, ok := ix.lookup(k)
+	if !ok {
+		return 0
 	}
-	n := 0
-	ix.read(k, epoch, func(set *blockLRU) {
-		n = set.headRun(hashes)
-		for n < len(hashes) {
-			if _, held := set.slots[hashes[n]]; !held {
-				return
-			}
-			n++
-		}
-	})
+	n, _ := set.leading(hashes, epoch, false, nil)
 	return n
 }
 
 // Ticks appends to dst the tick of the last touch of each leading hash endpoint k holds
 // in epoch, stopping at the first it does not hold.
 func (ix *Index) Ticks(k endpoint.Key, hashes []uint64, epoch uint64, dst []uint64) []uint64 {
-	if set, ok := ix.lookup(k); ok {
-		if m, ok := set.marked(hashes, epoch); ok {
-			return append(dst, m.ticks[:len(hashes)]...)
-		}
-	}
-	ix.read(k, epoch, func(set *blockLRU) {
-		n := set.headRun(hashes)
-		for i, j := set.head, 0; j < n; i, j = set.nodes[i].next, j+1 {
-			dst = append(dst, set.nodes[i].tick())
-		}
-		for _, h := range hashes[n:] {
-			i, held := set.slots[h]
-			if !held {
-				return
-			}
-			dst = append(dst, set.nodes[i].tick())
-		}
-	})
-	return dst
-}
-
-// read calls fn with endpoint k's set, locked for reading, if the index has one of
-// epoch.
-func (ix *Index) read(k endpoint.Key, epoch uint64, fn func(*blockLRU)) {
 	set, ok := ix.lookup(k)
 	if !ok {
-		return
+		return dst
 	}
-	set.mu.RLock()
-	defer set.mu.RUnlock()
-	if set.epoch == epoch {
-		fn(set)
-	}
+	_, dst = set.leading(hashes, epoch, true, dst)
+	return dst
 }
 
 // Trim forgets every hash of endpoint k, in epoch, last touched at or before tick: what
@@ -373,10 +336,11 @@ func (l *blockLRU) add(hashes []uint64, epoch uint64, bound int, every time.Dura
 
 // headMark is what a set publishes, for readers that take no lock, of a hot prompt: one
 // sent again, unchanged, within the retouch interval (fresh). It holds the prompt's
-// hashes, their ticks, and what an Add of it tests to change nothing. On a hot prompt, the decisions of every core then read
-// the set without writing to a lock's reader count, which the other cores would have to
-// fetch again. Any change to the set withdraws the mark under the write lock (lock), so
-// that a reader finds either no mark or one that held when it loaded it.
+// hashes, their ticks, and what an Add of it tests to change nothing. On a hot prompt,
+// the decisions of every core then read the set without writing to a lock's reader
+// count, which the other cores would have to fetch again. Any change to the set
+// withdraws the mark under the write lock (lock), so that a reader finds either no mark
+// or one that held when it loaded it.
 type headMark struct {
 	epoch     uint64
 	hashes    []uint64 // the prompt's hashes, the first one at the set's head
@@ -416,6 +380,39 @@ func (l *blockLRU) marked(hashes []uint64, epoch uint64) (*headMark, bool) {
 		return nil, false
 	}
 	return m, true
+}
+
+// leading returns how many leading hashes the set holds in epoch, as Index.Match
+// describes, and, withTicks, appends the tick of each to dst: from the set's mark when
+// hashes lead its head prompt, without a lock, and otherwise under the read lock.
+func (l *blockLRU) leading(hashes []uint64, epoch uint64, withTicks bool, dst []uint64) (int, []uint64) {
+	if m, ok := l.marked(hashes, epoch); ok {
+		if withTicks {
+			dst = append(dst, m.ticks[:len(hashes)]...)
+		}
+		return len(hashes), dst
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.epoch != epoch {
+		return 0, dst
+	}
+	n := l.headRun(hashes)
+	if withTicks {
+		for i, j := l.head, 0; j < n; i, j = l.nodes[i].next, j+1 {
+			dst = append(dst, l.nodes[i].tick())
+		}
+	}
+	for ; n < len(hashes); n++ {
+		i, held := l.slots[hashes[n]]
+		if !held {
+			break
+		}
+		if withTicks {
+			dst = append(dst, l.nodes[i].tick())
+		}
+	}
+	return n, dst
 }
 
 // fresh reports whether hashes are the prompt the set was last sent, in epoch and within
