@@ -300,14 +300,20 @@ func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
 	// the delete event the informer would deliver and reconciles by hand.
 	r := &Reconciler{Client: c.Client, APIReader: c.Client, Pods: running.Pods, Engine: engineclient.New(nil),
 		MinRetryDelay: 50 * time.Millisecond, MaxRetryDelay: 300 * time.Millisecond}
-	waitFor(t, "the pod view holds both pods", func() bool { return len(r.basePods(adapter(ns, "", "llama", nil, nil))) == 2 })
+	// Watch events can fill the pod view before its initial listing is marked applied,
+	// and Reconcile waits for that mark: the test waits for both.
+	waitFor(t, "the pod view has synced and holds both pods", func() bool {
+		return r.Pods.Synced() && len(r.basePods(adapter(ns, "", "llama", nil, nil))) == 2
+	})
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
-	reconcileKey := func(name string) {
+	reconcileKey := func(name string) reconcile.Result {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
+		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		if err != nil {
 			t.Fatalf("Reconcile(%s): %v", name, err)
 		}
+		return res
 	}
 
 	// "gone" never reached the API server's list again: its copies are on both engines.
@@ -335,7 +341,9 @@ func TestAdapterDeletedWithItsFinalizerIsUnloaded(t *testing.T) {
 	if q.Len() != 1 {
 		t.Fatalf("the delete event of an adapter carrying the finalizer enqueued %d requests, want 1", q.Len())
 	}
-	reconcileKey("gone")
+	if res := reconcileKey("gone"); !res.IsZero() {
+		t.Fatalf("Reconcile of the adapter deleted with its finalizer asked to be retried: %+v", res)
+	}
 	if e1.holds(t, "gone") || e2.holds(t, "gone") {
 		t.Fatal("an engine still holds the adapter deleted with its finalizer")
 	}
