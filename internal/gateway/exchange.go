@@ -559,13 +559,15 @@ func (x *exchange) relay(target *routing.Target, resp *http.Response, backend *h
 			watch.watchIdle(idle)
 		}
 		if n > 0 {
+			// Read before it is relayed: a client that has the first event finds its
+			// request decoding.
+			answer.read(buf[:n], target)
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				return // the client went away; its context cancels the upstream request
 			}
 			if flusher != nil {
 				_ = flusher.Flush()
 			}
-			answer.read(buf[:n], target)
 		}
 		if err == io.EOF {
 			relayTrailers(x.w.Header(), resp.Trailer)
