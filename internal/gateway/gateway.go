@@ -334,13 +334,10 @@ func (b *builtRouter) ReadsPrompt() bool { return b.readsPrompt }
 // the newer generation's router nor leaves one of its own behind. The routers of deleted
 // policies are forgotten when the route table is rebuilt (pruneRouters).
 func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (routing.Router, v1alpha1.Strategy, error) {
-	spec := &v1alpha1.RoutingPolicySpec{Strategy: g.opts.DefaultStrategy}
-	var key routerKey
+	key := routerKey{strategy: g.opts.DefaultStrategy}
 	if policy != nil {
-		spec = &policy.Spec
-		key.uid, key.generation = policy.UID, policy.Generation
+		key = routerKey{uid: policy.UID, generation: policy.Generation, strategy: policy.Spec.Strategy}
 	}
-	key.strategy = spec.Strategy
 	if requested != "" && policy != nil && policy.Spec.AllowStrategyOverride != nil && *policy.Spec.AllowStrategyOverride {
 		if !g.registry.Knows(v1alpha1.Strategy(requested)) {
 			return nil, "", errUnknownStrategy(requested)
@@ -349,6 +346,17 @@ func (g *Gateway) router(policy *v1alpha1.RoutingPolicy, requested string) (rout
 	}
 	if r, ok := g.routers.Load(key); ok {
 		return r.(*builtRouter), key.strategy, nil
+	}
+	return g.buildRouter(policy, key)
+}
+
+// buildRouter returns the router of key for policy (nil: the default strategy), which
+// router did not find: one of an earlier generation with the same settings, or a new
+// one, kept unless policy is older than a generation already routed.
+func (g *Gateway) buildRouter(policy *v1alpha1.RoutingPolicy, key routerKey) (routing.Router, v1alpha1.Strategy, error) {
+	spec := &v1alpha1.RoutingPolicySpec{Strategy: g.opts.DefaultStrategy}
+	if policy != nil {
+		spec = &policy.Spec
 	}
 	settings := routerSettings(spec)
 	var reuse *builtRouter

@@ -138,3 +138,18 @@ func TestBuiltRoutersSayWhetherTheyReadThePrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterOfARoutedPolicyAllocatesNothing: finding the router of a policy, or of the
+// default strategy, that earlier requests built is part of every decision, which
+// allocates nothing.
+func TestRouterOfARoutedPolicyAllocatesNothing(t *testing.T) {
+	g := New(emptyView(), Options{})
+	for _, p := range []*v1alpha1.RoutingPolicy{sessionPolicy("uid-1", 1, "x-a"), nil} {
+		if _, _, err := g.router(p, ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _, _ = g.router(p, "") }); n != 0 {
+			t.Errorf("router(%v) allocates %.0f times, want 0", p != nil, n)
+		}
+	}
+}
