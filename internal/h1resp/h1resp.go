@@ -80,10 +80,14 @@ func framed(resp *http.Response) bool {
 	case len(te) == 1 && len(cl) == 0 && strings.EqualFold(te[0], "chunked"):
 		resp.TransferEncoding = []string{"chunked"}
 		delete(h, "Transfer-Encoding") // as net/http does
-	case len(te) > 0 || len(cl) != 1 || cl[0] == "" || len(cl[0]) > 18 || strings.Trim(cl[0], "0123456789") != "":
+	case len(te) > 0:
 		return false
 	default:
-		resp.ContentLength, _ = strconv.ParseInt(cl[0], 10, 64)
+		n, ok := h1wire.ContentLength(cl)
+		if !ok {
+			return false
+		}
+		resp.ContentLength = n
 	}
 	switch conn := h["Connection"]; {
 	case len(conn) == 0:

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -76,12 +75,10 @@ func parseCommonHead(head []byte) (*http.Request, bool) {
 	default:
 		return nil, false
 	}
-	switch cl := header["Content-Length"]; {
-	case len(cl) == 0:
-	case len(cl) > 1 || cl[0] == "" || len(cl[0]) > 18 || strings.Trim(cl[0], "0123456789") != "":
-		return nil, false
-	default:
-		req.ContentLength, _ = strconv.ParseInt(cl[0], 10, 64)
+	if cl := header["Content-Length"]; len(cl) > 0 {
+		if req.ContentLength, ok = h1wire.ContentLength(cl); !ok {
+			return nil, false
+		}
 	}
 	req.Close = httpguts.HeaderValuesContainsToken(header["Connection"], "close")
 	return req, true

@@ -129,6 +129,23 @@ func canonicalKey(name string) string {
 	return name
 }
 
+// ContentLength returns the length that a message's Content-Length values declare when
+// they are one value of 1 to 18 digits, which net/http reads as it is; false for any
+// other, which net/http is left to read or refuse.
+func ContentLength(values []string) (int64, bool) {
+	if len(values) != 1 || values[0] == "" || len(values[0]) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range []byte(values[0]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
 // Body is a message body of known length, read from a buffered reader that the caller
 // owns.
 type Body struct {

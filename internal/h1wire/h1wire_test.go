@@ -54,3 +54,27 @@ func TestPeekHeadFindsTheHeadOnlyWhenWhole(t *testing.T) {
 		}
 	}
 }
+
+func TestContentLengthTakesOnlyOnePlainNumber(t *testing.T) {
+	for _, tt := range []struct {
+		values []string
+		want   int64
+		ok     bool
+	}{
+		{[]string{"0"}, 0, true},
+		{[]string{"17"}, 17, true},
+		{[]string{"007"}, 7, true},
+		{[]string{"999999999999999999"}, 999999999999999999, true},
+		{nil, 0, false},
+		{[]string{""}, 0, false},
+		{[]string{"+2"}, 0, false},
+		{[]string{"2 2"}, 0, false},
+		{[]string{"0x10"}, 0, false},
+		{[]string{"1000000000000000000"}, 0, false}, // 19 digits: net/http's to read
+		{[]string{"2", "2"}, 0, false},
+	} {
+		if got, ok := ContentLength(tt.values); got != tt.want || ok != tt.ok {
+			t.Errorf("ContentLength(%q) = %d, %t; want %d, %t", tt.values, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -30,11 +30,10 @@ func AssertSameBodies(t testing.TB, raw []byte, got, want io.Reader, gotBR, want
 	if !bytes.Equal(gotBody, wantBody) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("%q: body %q, %v; net/http's %q, %v", raw, gotBody, gotErr, wantBody, wantErr)
 	}
-	if _, gotErr = got.Read(make([]byte, 1)); gotErr != nil { // and once more
-		_, wantErr = want.Read(make([]byte, 1))
-		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-			t.Fatalf("%q: a read after the end: %v, net/http's %v", raw, gotErr, wantErr)
-		}
+	_, gotErr = got.Read(make([]byte, 1)) // and once more
+	_, wantErr = want.Read(make([]byte, 1))
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("%q: a read after the end: %v, net/http's %v", raw, gotErr, wantErr)
 	}
 	gotRest, _ := io.ReadAll(gotBR)
 	wantRest, _ := io.ReadAll(wantBR)
