@@ -2,6 +2,7 @@ package enginesim
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -173,6 +174,20 @@ func TestCachedMetricsPageFollowsEveryChange(t *testing.T) {
 		return cached
 	}
 	same("idle")
+	// The page goes out with its length, not in chunks: fewer writes for a fleet of
+	// engines in one process.
+	req, _ := http.NewRequest(http.MethodGet, te.srv.URL+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := te.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 {
+		t.Errorf("the page came with Content-Length %d and Transfer-Encoding %q, %d bytes, %v; want its length",
+			resp.ContentLength, resp.TransferEncoding, len(body), err)
+	}
 	page := te.engine.metrics.page.Load()
 	te.metrics(t)
 	if te.engine.metrics.page.Load() != page {

@@ -320,7 +320,12 @@ func (e *Engine) handleMetrics() http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		// With its length known, the page goes out in two writes (net/http's buffer, then
+		// the rest) rather than as a chunk per buffer: a fleet of engines in one process,
+		// scraped every 100 ms, spends most of its time in those writes.
+		header := w.Header()
+		header.Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		header.Set("Content-Length", strconv.Itoa(len(text)))
 		_, _ = w.Write(text)
 	}
 }
