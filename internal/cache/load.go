@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-llm/switchboard/internal/percore"
 )
 
 // Load counts the requests of one endpoint or one model. All methods are safe for
@@ -86,7 +88,7 @@ func (l *Load) tryAcquire(limit int64) bool {
 }
 
 // ModelLoad counts the requests of one model. A reservation counts on the stripe of the
-// core it is made on (stripeHint), each stripe a cache line of its own, so that requests
+// core it is made on (percore.Hint), each stripe a cache line of its own, so that requests
 // on different cores write no line in common and no line moves between the cores'
 // caches; the readers, which are rare (metrics exports), sum the stripes. Queued
 // requests are counted apart (Queued). Make one with newModelLoad.
@@ -112,27 +114,6 @@ func newModelLoad() *ModelLoad {
 // modelStripes is the number of stripes of a ModelLoad: enough that requests on a few
 // cores seldom share one.
 const modelStripes = 8
-
-// stripeHints hand out stripe numbers (*uint32), in turn. A sync.Pool keeps an object
-// per P (a core running Go code), and a Get on a P takes that P's object back, so that
-// the reservations made on one core count on one stripe. That is only a hint: a hint
-// may move to another P, or be dropped and replaced, and then two cores may share a
-// stripe for a while, which costs time but never a count.
-var stripeHints = sync.Pool{New: func() any {
-	n := nextStripeHint.Add(1)
-	return &n
-}}
-
-// nextStripeHint is the last stripe number handed out.
-var nextStripeHint atomic.Uint32
-
-// stripeHint returns the stripe of the calling core.
-func stripeHint() uint32 {
-	h := stripeHints.Get().(*uint32)
-	n := *h
-	stripeHints.Put(h)
-	return n
-}
 
 // InFlight returns the number of reserved, unreleased requests.
 func (l *ModelLoad) InFlight() int64 { return l.sum((*Load).InFlight) }
@@ -160,7 +141,7 @@ func (l *ModelLoad) sum(counter func(*Load) int64) int64 {
 }
 
 // stripe returns the stripe of the calling core.
-func (l *ModelLoad) stripe() *Load { return &l.stripes[stripeHint()%modelStripes].Load }
+func (l *ModelLoad) stripe() *Load { return &l.stripes[percore.Hint()%modelStripes].Load }
 
 // Tracker counts requests on endpoints and models: reservations for requests sent to an
 // endpoint, tickets for requests waiting in a router's queue. Only the gateway's view of

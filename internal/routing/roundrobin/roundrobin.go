@@ -3,20 +3,49 @@ package roundrobin
 import (
 	"sync/atomic"
 
+	"github.com/switchboard-llm/switchboard/internal/percore"
 	"github.com/switchboard-llm/switchboard/internal/routing"
 )
 
-// Router hands out turns in candidate order. Decision k (counting from 0 over the
-// Router's lifetime, whether through Pick or Score) goes to candidate k mod n, where n
-// is the number of candidates offered to that decision. While the candidate set is
-// stable, every candidate gets one decision in n; when it changes, the rotation goes on
-// over the new set from the current turn.
+// Router hands out turns in candidate order. Turn k (counting from 0 over the Router's
+// lifetime) goes to candidate k mod n, where n is the number of candidates offered to
+// the decision that takes it, whether through Pick, PickPod or Score. While the candidate
+// set is stable, every candidate gets one turn in n; when it changes, the rotation goes
+// on over the new set from the current turn.
 //
-// Synchronisation model: the turn counter is an atomic incremented once per decision,
-// so the Router is safe for concurrent use and takes no lock.
+// Over fewer than SpanCandidates candidates, each decision takes the next turn, so that
+// decisions made one after another, from any goroutine, go round in strict order. Over
+// more, decisions take their turns from spans of SpanTurns turns, one span at a time for
+// each core (percore.Hint), so that decisions on different cores write no counter in
+// common and those made at once go to different parts of the rotation; the rotation of
+// spans is a second one, which the first resumes from where it stood when the candidates
+// are fewer again. Every turn of a span is taken, except those of a span whose core
+// stops deciding (at most SpanTurns-1 for each of the Router's spanStripes stripes) and,
+// rarely, a whole span that two decisions sharing a stripe both took a new span for:
+// each such span leaves each candidate at most one turn short.
+//
+// Synchronisation model: the counters are atomics, and a stripe's turn advances by
+// compare-and-swap, so the Router is safe for concurrent use and takes no lock.
 type Router struct {
-	next atomic.Uint64
+	next    atomic.Uint64 // the next turn, over fewer than SpanCandidates
+	spans   atomic.Uint64 // the turns spans took, over more
+	stripes [spanStripes]struct {
+		// turn is the stripe's next turn; at a multiple of SpanTurns, its span is used up.
+		turn atomic.Uint64
+		_    [120]byte // 128 bytes apart: two stripes share no cache line, however aligned
+	}
 }
+
+// SpanCandidates is the least number of candidates that decisions take their turns from
+// spans for (see Router): where a span's turns are a small share of a rotation.
+const SpanCandidates = 256
+
+// SpanTurns is the number of turns a span holds.
+const SpanTurns = 16
+
+// spanStripes is the number of stripes a Router keeps a span in: enough that decisions
+// on a few cores seldom share one.
+const spanStripes = 8
 
 var (
 	_ routing.Scorer    = (*Router)(nil)
@@ -53,5 +82,18 @@ func (r *Router) Score(_ *routing.RoutingContext, cands []routing.Candidate, sco
 
 // turn takes the next turn and returns its index among n candidates; n > 0.
 func (r *Router) turn(n int) int {
-	return int((r.next.Add(1) - 1) % uint64(n))
+	if n < SpanCandidates {
+		return int((r.next.Add(1) - 1) % uint64(n))
+	}
+	stripe := &r.stripes[percore.Hint()%spanStripes].turn
+	for {
+		seen := stripe.Load()
+		k := seen
+		if k%SpanTurns == 0 { // the span is used up: take a new one, a multiple of SpanTurns
+			k = r.spans.Add(SpanTurns) - SpanTurns
+		}
+		if stripe.CompareAndSwap(seen, k+1) {
+			return int(k % uint64(n))
+		}
+	}
 }

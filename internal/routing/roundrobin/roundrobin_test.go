@@ -99,3 +99,43 @@ func TestRouteVisitsEveryPodInTurn(t *testing.T) {
 		t.Errorf("routed to %v, want %v", got, want)
 	}
 }
+
+// TestSpansOfALargeFleetKeepTheRotationEven has goroutines pick at once over a fleet
+// large enough for turns to come in spans, each a number of picks that is no multiple of
+// the fleet: the turns they took, together, are a run of the rotation with at most a
+// few spans' turns held back, so no pod falls more than a few picks short of its share,
+// and none gets more than its share rounded up.
+func TestSpansOfALargeFleetKeepTheRotationEven(t *testing.T) {
+	const pods, goroutines, picks = roundrobin.SpanCandidates * 2, 8, 1000
+	fleet := routingtest.NewFleet("llama", pods)
+	rc := fleet.Context(routing.Request{})
+	cands := routingtest.Candidates(rc)
+	r := roundrobin.New()
+
+	counts := make([][]int, goroutines)
+	var wg sync.WaitGroup
+	for g := range counts {
+		counts[g] = make([]int, pods)
+		wg.Go(func() {
+			for range picks {
+				i, err := r.Pick(rc, cands)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				counts[g][i]++
+			}
+		})
+	}
+	wg.Wait()
+	share := goroutines * picks / pods // 15, and 16 for a pod of a rotation's last part
+	for i := range pods {
+		n := 0
+		for g := range counts {
+			n += counts[g][i]
+		}
+		if n < share-4 || n > share+1 {
+			t.Errorf("pod %d picked %d times, want %d or %d, or a few fewer", i, n, share, share+1)
+		}
+	}
+}
