@@ -88,32 +88,30 @@ func (l *Load) tryAcquire(limit int64) bool {
 }
 
 // ModelLoad counts the requests of one model. A reservation counts on the stripe of the
-// core it is made on (percore.Hint), each stripe a cache line of its own, so that requests
-// on different cores write no line in common and no line moves between the cores'
-// caches; the readers, which are rare (metrics exports), sum the stripes. Queued
-// requests are counted apart (Queued). Make one with newModelLoad.
+// core it is made on (percore.Stripes), so that requests on different cores write no
+// line in common and no line moves between the cores' caches; the readers, which are
+// rare (metrics exports), sum the stripes. Queued requests are counted apart (Queued).
+// Make one with newModelLoad.
 type ModelLoad struct {
 	queued  Load
-	stripes [modelStripes]struct {
-		Load
-		count Count    // the stripe's in-flight count (Load.inFlight)
-		_     [80]byte // 128 bytes apart: two stripes share no cache line, however aligned
-	}
+	stripes percore.Stripes[modelStripe]
+}
+
+// modelStripe is one stripe of a ModelLoad: its counters and the in-flight count that
+// its Load points to.
+type modelStripe struct {
+	Load
+	count Count
 }
 
 // newModelLoad returns a ModelLoad with nothing counted.
 func newModelLoad() *ModelLoad {
 	l := new(ModelLoad)
-	for i := range l.stripes {
-		s := &l.stripes[i]
+	for s := range l.stripes.All() {
 		s.inFlight = &s.count
 	}
 	return l
 }
-
-// modelStripes is the number of stripes of a ModelLoad: enough that requests on a few
-// cores seldom share one.
-const modelStripes = 8
 
 // InFlight returns the number of reserved, unreleased requests.
 func (l *ModelLoad) InFlight() int64 { return l.sum((*Load).InFlight) }
@@ -134,14 +132,14 @@ func (l *ModelLoad) Queued() *Load { return &l.queued }
 // sum returns the sum of one counter over the stripes.
 func (l *ModelLoad) sum(counter func(*Load) int64) int64 {
 	var n int64
-	for i := range l.stripes {
-		n += counter(&l.stripes[i].Load)
+	for s := range l.stripes.All() {
+		n += counter(&s.Load)
 	}
 	return n
 }
 
 // stripe returns the stripe of the calling core.
-func (l *ModelLoad) stripe() *Load { return &l.stripes[percore.Hint()%modelStripes].Load }
+func (l *ModelLoad) stripe() *Load { return &l.stripes.Local().Load }
 
 // Tracker counts requests on endpoints and models: reservations for requests sent to an
 // endpoint, tickets for requests waiting in a router's queue. Only the gateway's view of

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-llm/switchboard/internal/endpoint"
+	"github.com/switchboard-llm/switchboard/internal/percore"
 )
 
 func TestReserveRelease(t *testing.T) {
@@ -104,7 +105,7 @@ func TestQueuedTicket(t *testing.T) {
 // sums, and that each release returns to the stripe its reservation counted on.
 func TestModelLoadSumsItsStripes(t *testing.T) {
 	c := New()
-	const pods = 3 * modelStripes
+	const pods = 3 * percore.StripeCount
 	for i := range pods {
 		c.UpsertPod(makePod(fmt.Sprintf("p%02d", i)).Build())
 	}
@@ -125,9 +126,11 @@ func TestModelLoadSumsItsStripes(t *testing.T) {
 	if n, out := m.Load().InFlight(), m.Load().TokensOut(); n != 0 || out != int64(len(reservations)) {
 		t.Errorf("after release: %d in flight, %d tokens out; want 0, %d", n, out, len(reservations))
 	}
-	for i := range m.load.stripes {
-		if n := m.load.stripes[i].InFlight(); n != 0 {
+	i := 0
+	for s := range m.load.stripes.All() {
+		if n := s.InFlight(); n != 0 {
 			t.Errorf("stripe %d left at %d in flight", i, n)
 		}
+		i++
 	}
 }

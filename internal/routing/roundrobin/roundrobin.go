@@ -16,24 +16,21 @@ import (
 // Over fewer than SpanCandidates candidates, each decision takes the next turn, so that
 // decisions made one after another, from any goroutine, go round in strict order. Over
 // more, decisions take their turns from spans of SpanTurns turns, one span at a time for
-// each core (percore.Hint), so that decisions on different cores write no counter in
+// each core (percore.Stripes), so that decisions on different cores write no counter in
 // common and those made at once go to different parts of the rotation; the rotation of
 // spans is a second one, which the first resumes from where it stood when the candidates
 // are fewer again. Every turn of a span is taken, except those of a span whose core
-// stops deciding (at most SpanTurns-1 for each of the Router's spanStripes stripes) and,
+// stops deciding (at most SpanTurns-1 for each of percore.StripeCount stripes) and,
 // rarely, a whole span that two decisions sharing a stripe both took a new span for:
 // each such span leaves each candidate at most one turn short.
 //
 // Synchronisation model: the counters are atomics, and a stripe's turn advances by
 // compare-and-swap, so the Router is safe for concurrent use and takes no lock.
 type Router struct {
-	next    atomic.Uint64 // the next turn, over fewer than SpanCandidates
-	spans   atomic.Uint64 // the turns spans took, over more
-	stripes [spanStripes]struct {
-		// turn is the stripe's next turn; at a multiple of SpanTurns, its span is used up.
-		turn atomic.Uint64
-		_    [120]byte // 128 bytes apart: two stripes share no cache line, however aligned
-	}
+	next  atomic.Uint64 // the next turn, over fewer than SpanCandidates
+	spans atomic.Uint64 // the turns spans took, over more
+	// turns holds each stripe's next turn; at a multiple of SpanTurns, its span is used up.
+	turns percore.Stripes[atomic.Uint64]
 }
 
 // SpanCandidates is the least number of candidates that decisions take their turns from
@@ -42,10 +39,6 @@ const SpanCandidates = 256
 
 // SpanTurns is the number of turns a span holds.
 const SpanTurns = 16
-
-// spanStripes is the number of stripes a Router keeps a span in: enough that decisions
-// on a few cores seldom share one.
-const spanStripes = 8
 
 var (
 	_ routing.Scorer    = (*Router)(nil)
@@ -85,7 +78,7 @@ func (r *Router) turn(n int) int {
 	if n < SpanCandidates {
 		return int((r.next.Add(1) - 1) % uint64(n))
 	}
-	stripe := &r.stripes[percore.Hint()%spanStripes].turn
+	stripe := r.turns.Local()
 	for {
 		seen := stripe.Load()
 		k := seen
