@@ -177,20 +177,19 @@ func (st *podState) reset() uint64 {
 // none. Decisions load it before the other words (see write).
 func (h *Hot) ScrapedAt() int64 { return int64(h.words[wordScrapedAt].Load()) }
 
-// KV is what a snapshot tells of an engine's KV cache.
-type KV struct {
-	// ScrapedAt is Hot.ScrapedAt, Usage is Metrics.UsedKVCache, BlockSize and
-	// NumGPUBlocks are the Metrics fields of those names.
-	ScrapedAt               int64
-	Usage                   float64
-	BlockSize, NumGPUBlocks int64
+// Usage returns the latest snapshot's scrape time and KV cache usage
+// (Metrics.UsedKVCache). The cache's geometry, which only a pod with requests in flight
+// needs, is apart (Geometry).
+func (h *Hot) Usage() (scrapedAt int64, usage float64) {
+	at := int64(h.words[wordScrapedAt].Load()) // first: see write
+	return at, math.Float64frombits(h.words[wordUsage].Load())
 }
 
-// KV returns the latest snapshot's KV cache and scrape time.
-func (h *Hot) KV() KV {
-	at := int64(h.words[wordScrapedAt].Load()) // first: see write
+// Geometry returns the latest snapshot's block size and number of GPU blocks (the
+// Metrics fields of those names); 0 for a value that does not fit in 32 bits.
+func (h *Hot) Geometry() (blockSize, numGPUBlocks int64) {
 	g := h.words[wordGeometry].Load()
-	return KV{at, math.Float64frombits(h.words[wordUsage].Load()), int64(g >> 32), int64(g & math.MaxUint32)}
+	return int64(g >> 32), int64(g & math.MaxUint32)
 }
 
 // Queue returns the latest snapshot's queue (Metrics.Queue), its running and waiting

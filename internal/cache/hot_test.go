@@ -19,9 +19,15 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 	c.UpsertPod(makePod("a").Build())
 	p, _ := c.Pod(makePod("a").Build().Key)
 	h := p.Hot()
-	if h.KV() != (KV{}) || h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 ||
+	if at, usage := h.Usage(); at != 0 || usage != 0 {
+		t.Fatalf("Usage() before any scrape = %d, %v; want zero", at, usage)
+	}
+	if bs, nb := h.Geometry(); bs != 0 || nb != 0 {
+		t.Fatalf("Geometry() before any scrape = %d, %d; want zero", bs, nb)
+	}
+	if h.Queue() != (endpoint.Queue{}) || h.Speed() != (endpoint.Speed{}) || h.Epoch() != 0 ||
 		h.Backlog() != (Backlog{}) || h.Throughput() != (Throughput{}) {
-		t.Fatalf("summary before any scrape: %+v %+v %+v %d %+v %+v, want zero", h.KV(), h.Queue(), h.Speed(), h.Epoch(), h.Backlog(), h.Throughput())
+		t.Fatalf("summary before any scrape: %+v %+v %d %+v %+v, want zero", h.Queue(), h.Speed(), h.Epoch(), h.Backlog(), h.Throughput())
 	}
 	learnt := endpoint.Metrics{
 		ScrapedAt: time.Unix(1700000000, 5), KVCacheUsage: 0.25, BlockSize: 16, NumGPUBlocks: 4096,
@@ -51,9 +57,11 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 		if !c.SetMetrics(p, m) {
 			t.Fatal("SetMetrics discarded a scrape of the current address")
 		}
-		wantKV := KV{m.ScrapedAt.UnixNano(), m.UsedKVCache(), int64(m.BlockSize), int64(m.NumGPUBlocks)}
-		if got := h.KV(); got != wantKV {
-			t.Errorf("KV() = %+v, want %+v", got, wantKV)
+		if at, usage := h.Usage(); at != m.ScrapedAt.UnixNano() || usage != m.UsedKVCache() {
+			t.Errorf("Usage() = %d, %v; want %d, %v", at, usage, m.ScrapedAt.UnixNano(), m.UsedKVCache())
+		}
+		if bs, nb := h.Geometry(); bs != int64(m.BlockSize) || nb != int64(m.NumGPUBlocks) {
+			t.Errorf("Geometry() = %d, %d; want %d, %d", bs, nb, m.BlockSize, m.NumGPUBlocks)
 		}
 		if got, want := h.Queue(), m.Queue(); got != want {
 			t.Errorf("Queue() = %+v, want %+v", got, want)
@@ -75,7 +83,7 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 			t.Errorf("Throughput() = %+v, want %+v", got, wantThroughput)
 		}
 	}
-	if got := h.KV().Usage; got != 0 {
+	if _, got := h.Usage(); got != 0 {
 		t.Errorf("a NaN usage is summarised as %v, want 0", got)
 	}
 }

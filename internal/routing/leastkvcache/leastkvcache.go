@@ -32,31 +32,28 @@ func New(rnd routing.Random) *Router {
 // chosen uniformly at random. It returns routing.ErrUndecided when no candidate has
 // fresh metrics.
 func (r *Router) Pick(rc *routing.RoutingContext, cands []routing.Candidate) (int, error) {
-	best, ties := -1, 0
+	best := -1
+	var ties routing.Ties
 	for i, c := range cands {
 		if c.Metrics == nil {
 			continue
 		}
-		if best < 0 {
-			best, ties = i, 1
-			continue
-		}
-		switch compare(rc, c, cands[best]) {
-		case -1:
-			best, ties = i, 1
-		case 0:
-			// Reservoir sampling: each of the equal candidates seen so far stays chosen
-			// with probability 1/ties.
-			ties++
-			if r.rnd(ties) == 0 {
-				best = i
+		if best >= 0 {
+			switch compare(rc, c, cands[best]) {
+			case 1:
+				continue
+			case 0:
+				ties.Add(i, r.rnd)
+				continue
 			}
 		}
+		best = i
+		ties.Reset(i)
 	}
 	if best < 0 {
 		return 0, routing.ErrUndecided
 	}
-	return best, nil
+	return ties.Draw(r.rnd), nil
 }
 
 // PickPod is Pick straight from the candidates' hot cells, among the pods e admits, in
@@ -74,14 +71,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if n >= limit {
 			continue
 		}
-		kv := h.KV()
-		if kv.ScrapedAt < oldest { // a pod never scraped has 0
+		at, usage := h.Usage()
+		if at < oldest { // a pod never scraped has 0
 			continue
 		}
-		if kv.BlockSize != g.blockSize || kv.NumGPUBlocks != g.blocks {
-			g.set(kv)
+		if n > 0 { // its requests' share of the cache
+			usage += float64(n) * g.of(h)
 		}
-		c := projection{usage: kv.Usage + float64(n)*g.share, inFlight: n}
+		c := projection{usage: usage, inFlight: n}
 		if ties.Len() > 0 && !c.less(best) { // most pods: worse than the best, or tied
 			if !best.less(c) {
 				ties.Add(i, r.rnd)
@@ -116,10 +113,14 @@ type shareOf struct {
 	share             float64
 }
 
-// set makes kv's cache geometry the one share is for.
-func (g *shareOf) set(kv cache.KV) {
-	g.blockSize, g.blocks = kv.BlockSize, kv.NumGPUBlocks
-	g.share = requestShare(g.rc, kv.BlockSize, kv.NumGPUBlocks)
+// of returns the share for h's cache geometry, computed anew only when it differs from
+// the last one's.
+func (g *shareOf) of(h *cache.Hot) float64 {
+	if bs, nb := h.Geometry(); bs != g.blockSize || nb != g.blocks {
+		g.blockSize, g.blocks = bs, nb
+		g.share = requestShare(g.rc, bs, nb)
+	}
+	return g.share
 }
 
 // compare orders candidates with metrics by projected KV-cache usage, then by requests
@@ -183,15 +184,16 @@ func (r *Router) Score(rc *routing.RoutingContext, cands []routing.Candidate, sc
 func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, scores []float64) error {
 	g := shareOf{rc: rc, share: defaultRequestShare}
 	for j, i := range pods.Index {
-		kv := rc.Cells[i].KV()
-		if kv.ScrapedAt < pods.Oldest {
+		h := rc.Cells[i]
+		at, usage := h.Usage()
+		if at < pods.Oldest {
 			scores[j] = math.NaN() // unknown
 			continue
 		}
-		if kv.BlockSize != g.blockSize || kv.NumGPUBlocks != g.blocks {
-			g.set(kv)
+		if n := pods.InFlight[j]; n > 0 {
+			usage += float64(n) * g.of(h)
 		}
-		scores[j] = 1 - (kv.Usage + float64(pods.InFlight[j])*g.share)
+		scores[j] = 1 - usage
 	}
 	if !routing.RankUnknownLastOf(scores[:len(pods.Index)]) {
 		return routing.ErrUndecided

@@ -2,6 +2,7 @@ package leastkvcache_test
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -153,4 +154,13 @@ func TestBurstBetweenScrapesSpreads(t *testing.T) {
 
 func TestScoreCellsIsScore(t *testing.T) {
 	routingtest.CheckScoreCellsIsScore(t, leastkvcache.New(routingtest.SeededRandom(1)), nil)
+}
+
+// TestPickPodIsPick checks PickPod against Pick over random fleets and limits, whose
+// pods have requests in flight or none and KV caches of one geometry, of another or of
+// none reported.
+func TestPickPodIsPick(t *testing.T) {
+	routingtest.CheckPickPodIsPick(t, func(*routingtest.Fleet, *rand.Rand) routing.PodPicker {
+		return leastkvcache.New(routingtest.FirstTie)
+	})
 }

@@ -67,38 +67,54 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 // the drawn tie unfound; it then takes the pod of the least count it saw first, whose
 // count the reservation checks anyway.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
-	first, least, ties := leastOf(rc.Counts, e.Bound())
-	if first < 0 {
+	s := leastOf(rc.Counts, e.Bound())
+	if s.first < 0 {
 		return 0, 0, false
 	}
-	if k := r.draw(ties); k > 0 {
-		if i, ok := nthAfter(rc.Counts, first, least, k); ok {
-			return i, least, true
-		}
+	k := r.draw(s.ties)
+	if s.last-s.first+1 == s.ties { // every count from first to last is a tie
+		return s.first + k, s.least, true
 	}
-	return first, least, true
+	if i, ok := nthAfter(rc.Counts, s.first, s.least, k); ok {
+		return i, s.least, true
+	}
+	return s.first, s.least, true
 }
 
-// leastOf returns the first of counts with the least value below bound, that value and
-// how many of counts have it; first is -1 when none is below bound. bound is where the
+// leastScan is what one pass over in-flight counts finds: the least of them below a
+// bound, how many have it (ties), and the first and last of those (-1 when none is below
+// the bound).
+type leastScan struct {
+	first, last int
+	least       int64
+	ties        int
+}
+
+// leastOf scans counts for those with the least value below bound. bound is where the
 // least starts, so that the first count below it resets the ties counted at it before,
-// and one comparison admits a count and ranks it.
-func leastOf(counts []*cache.Count, bound int64) (first int, least int64, ties int) {
-	first, least = -1, bound
+// and one comparison admits a count and ranks it. When the ties are all the counts from
+// the first to the last of them, as on an idle or evenly loaded fleet, the k-th tie is
+// found without a second pass.
+func leastOf(counts []*cache.Count, bound int64) leastScan {
+	s := leastScan{first: -1, last: -1, least: bound}
 	for i, c := range counts {
 		switch n := c.Value(); {
-		case n < least:
-			first, least, ties = i, n, 1
-		case n == least:
-			ties++
+		case n < s.least:
+			s = leastScan{first: i, last: i, least: n, ties: 1}
+		case n == s.least:
+			s.last = i
+			s.ties++
 		}
 	}
-	return first, least, ties
+	return s
 }
 
-// nthAfter returns the index of the k-th count after counts[first] whose value is least,
-// and false when fewer than k are.
+// nthAfter returns the index of the k-th count after counts[first] whose value is least
+// (counts[first] itself for k = 0), and false when fewer than k are.
 func nthAfter(counts []*cache.Count, first int, least int64, k int) (int, bool) {
+	if k == 0 {
+		return first, true
+	}
 	for i := first + 1; i < len(counts); i++ {
 		if counts[i].Value() == least {
 			if k--; k == 0 {

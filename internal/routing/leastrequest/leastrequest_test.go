@@ -19,6 +19,9 @@ func TestPickChoosesFewestInFlight(t *testing.T) {
 		{name: "one least loaded", inFlight: []int{3, 1, 2}, want: []int{1}},
 		{name: "ties broken at random", inFlight: []int{2, 0, 4, 0, 0}, want: []int{1, 3, 4}},
 		{name: "all idle", inFlight: []int{0, 0, 0}, want: []int{0, 1, 2}},
+		{name: "ties side by side", inFlight: []int{3, 0, 0, 0, 5}, want: []int{1, 2, 3}},
+		{name: "a lower count ends the ties before it", inFlight: []int{1, 1, 0, 0, 1}, want: []int{2, 3}},
+		{name: "ties apart", inFlight: []int{0, 1, 1, 0}, want: []int{0, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
