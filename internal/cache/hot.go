@@ -185,6 +185,11 @@ func (h *Hot) Usage() (scrapedAt int64, usage float64) {
 	return at, math.Float64frombits(h.words[wordUsage].Load())
 }
 
+// PeekUsage returns the latest snapshot's KV cache usage as Usage does, without loading
+// the scrape time first: the usage of a snapshot no later than the one a Usage after it
+// returns. A decision skips on it the pods whose usage alone already ranks them worse.
+func (h *Hot) PeekUsage() float64 { return math.Float64frombits(h.words[wordUsage].Load()) }
+
 // Geometry returns the latest snapshot's block size and number of GPU blocks (the
 // Metrics fields of those names); 0 for a value that does not fit in 32 bits.
 func (h *Hot) Geometry() (blockSize, numGPUBlocks int64) {

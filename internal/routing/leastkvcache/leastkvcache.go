@@ -64,9 +64,14 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 	cells, counts, oldest := rc.Cells, rc.Counts, e.Oldest(rc.Now)
 	g := shareOf{rc: rc, share: defaultRequestShare}
 	var ties routing.Ties
-	var best projection
+	best := worst // until the first admitted pod, which is less
 	limit := e.Bound()
 	for i, h := range cells {
+		// Requests in flight only add to a pod's usage: most pods of a large fleet are
+		// worse than the best on their usage alone, whatever their count or age.
+		if h.PeekUsage() > best.usage {
+			continue
+		}
 		n := counts[i].Value()
 		if n >= limit {
 			continue
@@ -79,7 +84,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 			usage += float64(n) * g.of(h)
 		}
 		c := projection{usage: usage, inFlight: n}
-		if ties.Len() > 0 && !c.less(best) { // most pods: worse than the best, or tied
+		if !c.less(best) { // worse than the best, or tied
 			if !best.less(c) {
 				ties.Add(i, r.rnd)
 			}
@@ -99,6 +104,10 @@ type projection struct {
 	usage    float64
 	inFlight int64
 }
+
+// worst is a projection above every pod's, whose usage is finite and count below the
+// largest.
+var worst = projection{usage: math.Inf(1), inFlight: math.MaxInt64}
 
 // less orders projections as compare orders candidates.
 func (a projection) less(b projection) bool {

@@ -52,6 +52,8 @@ func TestPick(t *testing.T) {
 		{name: "usage beats in-flight", pods: []pod{{usage: 0.3, inFlight: 9}, {usage: 0.4}}, want: []int{0}},
 		{name: "equal usage: fewer in flight", pods: []pod{{usage: 0.3, inFlight: 2}, {usage: 0.3, inFlight: 1}, {usage: 0.5}}, want: []int{1}},
 		{name: "full tie: random", pods: []pod{{usage: 0.3, inFlight: 1}, {usage: 0.3, inFlight: 1}, {usage: 0.1, inFlight: 0, stale: true}}, want: []int{0, 1}},
+		{name: "idle ties: random", pods: []pod{{usage: 0.3}, {usage: 0.5}, {usage: 0.3}}, want: []int{0, 2}},
+		{name: "a lower usage with requests in flight projected above", pods: []pod{{usage: 0.3, inFlight: 2}, {usage: 0.305}}, want: []int{1}},
 		{name: "unknown never picked", pods: []pod{{usage: unknown}, {usage: 0.99}, {usage: 0, stale: true}}, want: []int{1}},
 		{name: "all missing", pods: []pod{{usage: unknown}, {usage: unknown}}, wantErr: routing.ErrUndecided},
 		{name: "all stale", pods: []pod{{usage: 0.1, stale: true}, {usage: 0.2, stale: true}}, wantErr: routing.ErrUndecided},
