@@ -105,8 +105,8 @@ type projection struct {
 	inFlight int64
 }
 
-// worst is a projection above every pod's, whose usage is finite and count below the
-// largest.
+// worst ranks above every pod's projection, since a pod's usage is finite and its count
+// below math.MaxInt64.
 var worst = projection{usage: math.Inf(1), inFlight: math.MaxInt64}
 
 // less orders projections as compare orders candidates.
