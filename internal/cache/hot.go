@@ -181,8 +181,8 @@ func (h *Hot) ScrapedAt() int64 { return int64(h.words[wordScrapedAt].Load()) }
 // (Metrics.UsedKVCache). The cache's geometry, which only a pod with requests in flight
 // needs, is apart (Geometry).
 func (h *Hot) Usage() (scrapedAt int64, usage float64) {
-	at := int64(h.words[wordScrapedAt].Load()) // first: see write
-	return at, math.Float64frombits(h.words[wordUsage].Load())
+	at := h.ScrapedAt() // first: see write
+	return at, h.PeekUsage()
 }
 
 // PeekUsage returns the latest snapshot's KV cache usage as Usage does, without loading

@@ -60,6 +60,9 @@ func TestHotSummaryIsTheLatestSnapshots(t *testing.T) {
 		if at, usage := h.Usage(); at != m.ScrapedAt.UnixNano() || usage != m.UsedKVCache() {
 			t.Errorf("Usage() = %d, %v; want %d, %v", at, usage, m.ScrapedAt.UnixNano(), m.UsedKVCache())
 		}
+		if got := h.PeekUsage(); got != m.UsedKVCache() {
+			t.Errorf("PeekUsage() = %v, want %v", got, m.UsedKVCache())
+		}
 		if bs, nb := h.Geometry(); bs != int64(m.BlockSize) || nb != int64(m.NumGPUBlocks) {
 			t.Errorf("Geometry() = %d, %d; want %d, %d", bs, nb, m.BlockSize, m.NumGPUBlocks)
 		}

@@ -80,10 +80,7 @@ func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int
 		if at < oldest { // a pod never scraped has 0
 			continue
 		}
-		if n > 0 { // its requests' share of the cache
-			usage += float64(n) * g.of(h)
-		}
-		c := projection{usage: usage, inFlight: n}
+		c := projection{usage: g.projected(h, usage, n), inFlight: n}
 		if !c.less(best) { // worse than the best, or tied
 			if !best.less(c) {
 				ties.Add(i, r.rnd)
@@ -120,6 +117,15 @@ type shareOf struct {
 	rc                *routing.RoutingContext
 	blockSize, blocks int64
 	share             float64
+}
+
+// projected returns usage, h's scraped usage, with the share of n requests in flight
+// added. Only then, for n > 0, does it read h's cache geometry (see of).
+func (g *shareOf) projected(h *cache.Hot, usage float64, n int64) float64 {
+	if n > 0 {
+		usage += float64(n) * g.of(h)
+	}
+	return usage
 }
 
 // of returns the share for h's cache geometry, computed anew only when it differs from
@@ -199,10 +205,7 @@ func (r *Router) ScoreCells(rc *routing.RoutingContext, pods routing.Admitted, s
 			scores[j] = math.NaN() // unknown
 			continue
 		}
-		if n := pods.InFlight[j]; n > 0 {
-			usage += float64(n) * g.of(h)
-		}
-		scores[j] = 1 - usage
+		scores[j] = 1 - g.projected(h, usage, pods.InFlight[j])
 	}
 	if !routing.RankUnknownLastOf(scores[:len(pods.Index)]) {
 		return routing.ErrUndecided

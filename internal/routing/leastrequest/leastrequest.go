@@ -63,9 +63,10 @@ func (r *Router) Pick(_ *routing.RoutingContext, cands []routing.Candidate) (int
 }
 
 // PickPod is Pick over the candidates' in-flight counters, among those e admits. It
-// declines only when e admits none. Counts that change between its two passes may leave
-// the drawn tie unfound; it then takes the pod of the least count it saw first, whose
-// count the reservation checks anyway.
+// declines only when e admits none. It finds the drawn tie in a second pass unless the
+// ties lie side by side (leastOf); counts that change between the passes may leave that
+// tie unfound, and it then takes the pod of the least count it saw first, whose count
+// the reservation checks anyway.
 func (r *Router) PickPod(rc *routing.RoutingContext, e routing.Eligibility) (int, int64, bool) {
 	s := leastOf(rc.Counts, e.Bound())
 	if s.first < 0 {
