@@ -136,43 +136,41 @@ type bucketLine struct {
 	suffix         suffix
 }
 
-// match reports whether text starts with line with another le value, and returns the
-// index after the label set in text.
-func (b *bucketLine) match(text []byte) (end int, ok bool) {
+// nextBucket skips the line at the start of text if it is another bucket of
+// lastBucket's series with an integral count, the common case, and returns the length
+// of the line with its line ending: the line must be lastBucket's up to its le value,
+// another le value, the rest of lastBucket's label set, blanks, a count of at most 19
+// digits, optionally followed by a point and zeros (such as "412.0"), and the line
+// ending. Such a bucket changes nothing but the family's sample count (its count is
+// only scanned). Any other line, such as one with a timestamp, is left to line.
+func (p *metricsParser) nextBucket(text []byte) (int, bool) {
+	b := &p.lastBucket
+	le := b.le
 	// le is at least 5 bytes into line (as in x{le="): compare the 4 bytes before it
 	// first, which tells most other lines at once.
-	if b.line == nil || len(text) <= b.le ||
-		[4]byte(text[b.le-4:b.le]) != [4]byte(b.line[b.le-4:b.le]) || !bytes.Equal(text[:b.le], b.line[:b.le]) {
+	if b.line == nil || b.suffix == suffixCount || b.suffix == suffixSum || len(text) <= le ||
+		[4]byte(text[le-4:le]) != [4]byte(b.line[le-4:le]) || string(text[:le-4]) != string(b.line[:le-4]) {
 		return 0, false
 	}
-	i := b.le // le values are short: a loop beats bytes.IndexByte
+	i := le // le values are short: a loop beats bytes.IndexByte
 	for i < len(text) && text[i] != '"' && text[i] != '\\' && text[i] != '\n' {
 		i++
 	}
 	rest := b.line[b.leEnd:b.end]
-	if i == len(text) || text[i] != '"' || !bytes.HasPrefix(text[i:], rest) {
+	if len(text)-i < len(rest) || string(text[i:i+len(rest)]) != string(rest) {
 		return 0, false
 	}
-	return i + len(rest), true
-}
-
-// nextBucket skips the line at the start of text if it is another bucket of
-// lastBucket's series with an integral count, the common case, and returns the length
-// of the line with its line ending. Such a bucket changes nothing but the family's
-// sample count (its count is only scanned). Any other line, such as one with a
-// timestamp, is left to line.
-func (p *metricsParser) nextBucket(text []byte) (int, bool) {
-	b := &p.lastBucket
-	if b.suffix == suffixCount || b.suffix == suffixSum {
+	i = skipBlank(text, i+len(rest))
+	count := i
+	for i < len(text) && isDigit(text[i]) {
+		i++
+	}
+	if digits := i - count; digits == 0 || digits > 19 {
 		return 0, false
 	}
-	end, ok := b.match(text)
-	if !ok {
-		return 0, false
-	}
-	_, i, ok := plainInteger(text, skipBlank(text, end))
-	if !ok {
-		return 0, false
+	if i < len(text) && text[i] == '.' {
+		for i++; i < len(text) && text[i] == '0'; i++ {
+		}
 	}
 	if i < len(text) && text[i] == '\r' {
 		i++
@@ -348,6 +346,12 @@ func (p *metricsParser) comment(s []byte, i int) error {
 
 // parseType parses the type of a TYPE line, in any case, as expfmt does.
 func parseType(s []byte) (familyType, error) {
+	switch string(s) { // the types as exporters write them, before any other case
+	case "counter", "gauge", "untyped":
+		return typeValue, nil
+	case "histogram":
+		return typeHistogram, nil
+	}
 	t := string(s)
 	if !isASCII(s) {
 		t = strings.ToUpper(t)
@@ -450,11 +454,25 @@ func (p *metricsParser) sample(s []byte, i int) error {
 
 // lookup reads the metric name at s[i] and returns the series it names, whether that
 // is one the mapping reads, and the index after the name. It remembers the last name:
-// a family's HELP, TYPE and sample lines usually name it in turn.
+// a family's HELP, TYPE and sample lines usually name it in turn. Otherwise, since the
+// names the mapping reads commonly end at the line's first space or '{', which two
+// vectorised searches find, it first asks the series map for the run up to there; only
+// a run that is not a name the mapping reads is read again byte by byte as a name.
 func (p *metricsParser) lookup(s []byte, i int) (ref seriesRef, ok bool, end int, err error) {
 	if n := len(p.lastName); n > 0 && bytes.HasPrefix(s[i:], p.lastName) &&
 		(i+n == len(s) || nameChars[s[i+n]]&metricChar == 0 && s[i+n] != '"') {
 		return p.lastRef, p.lastOK, i + n, nil
+	}
+	end = len(s)
+	if k := bytes.IndexByte(s[i:], ' '); k >= 0 {
+		end = i + k
+	}
+	if k := bytes.IndexByte(s[i:end], '{'); k >= 0 {
+		end = i + k
+	}
+	if ref, ok = p.schema.series[string(s[i:end])]; ok { // so a plain name, ending at end
+		p.lastName, p.lastRef, p.lastOK = s[i:end], ref, ok
+		return ref, ok, end, nil
 	}
 	name, end, err := readName(s, i, metricChar)
 	if err != nil {

@@ -239,6 +239,12 @@ var edgeCases = map[string]string{
 		"vllm:request_prefill_time_seconds_bucket{a=\"4\"} 0.5\nvllm:request_prefill_time_seconds_count{a=\"4\"} 8\n" +
 		"vllm:request_prefill_time_seconds_count{a=\"5\"} NaN\nvllm:request_prefill_time_seconds_count{a=\"6\"} 1e30\n" +
 		"vllm:request_prefill_time_seconds_count{a=\"7\"} 18446744073709551615\n",
+	"later buckets that are no plain integers": "# TYPE vllm:request_inference_time_seconds histogram\n" +
+		"vllm:request_inference_time_seconds_bucket{a=\"1\",le=\"1\"} 1\nvllm:request_inference_time_seconds_bucket{a=\"1\",le=\"2\"} 1.5\n" +
+		"vllm:request_inference_time_seconds_count{a=\"1\"} 2\nvllm:request_inference_time_seconds_bucket{a=\"2\",le=\"1\"} 1\n" +
+		"vllm:request_inference_time_seconds_bucket{a=\"2\",le=\"+Inf\"} 100000000000000000000\n" +
+		"vllm:request_inference_time_seconds_count{a=\"2\"} 3\nvllm:request_inference_time_seconds_bucket{a=\"3\",le=\"1\"} 1\n" +
+		"vllm:request_inference_time_seconds_bucket{a=\"3\",le=\"+Inf\"} 4.000\nvllm:request_inference_time_seconds_count{a=\"3\"} 4\n",
 	"histogram without TYPE": "vllm:request_decode_time_seconds_count 3\nvllm:request_decode_time_seconds_sum 1\n",
 	"suffix family created first": "# HELP vllm:time_to_first_token_seconds_count h\n" +
 		"vllm:time_to_first_token_seconds_sum 9\n# TYPE vllm:time_to_first_token_seconds histogram\n" +
