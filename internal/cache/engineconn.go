@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/switchboard-llm/switchboard/internal/h1resp"
+	"github.com/switchboard-llm/switchboard/internal/writewait"
 )
 
 // This file holds the Scraper's side of HTTP: each engine's connection and the exchanges
 // a worker makes on it. A worker writes a request prepared once per engine and reads the
 // answer with h1resp.ReadResponse on the connection, in its own goroutine: no Transport,
 // with its connection goroutines and hand-offs, stands between the scrape and the socket.
+// Where the connection has a writewait.Writer (TCP on Linux), the request is written
+// through it, so that the worker waits for the answer without a read that finds nothing.
 
 // answerBufferSize is the size of a worker's read buffer: an engine's whole answer, as a
 // vLLM /metrics text (10-20 KiB), is taken from the socket in one read when it has
@@ -41,6 +44,8 @@ type engineConn struct {
 
 	mu   sync.Mutex
 	conn net.Conn // nil until dialed, and after a failed exchange
+	// writer writes conn's requests and waits for their answers; nil where it cannot.
+	writer *writewait.Writer
 	// aborted reports that the target was dropped: its connection is closed and no other
 	// is dialed.
 	aborted bool
@@ -90,7 +95,7 @@ func (ec *engineConn) close() {
 	defer ec.mu.Unlock()
 	if ec.conn != nil {
 		_ = ec.conn.Close()
-		ec.conn = nil
+		ec.conn, ec.writer = nil, nil
 	}
 }
 
@@ -134,7 +139,7 @@ func (w *scrapeWorker) connect(ec *engineConn, deadline time.Time) (c net.Conn, 
 	if err != nil {
 		return nil, false, err
 	}
-	ec.conn = c
+	ec.conn, ec.writer = c, writewait.ForConn(c)
 	return c, false, nil
 }
 
@@ -151,7 +156,7 @@ func (w *scrapeWorker) exchange(ec *engineConn, request []byte) (*http.Response,
 		}
 		if err = c.SetDeadline(deadline); err == nil {
 			w.br.Reset(c)
-			if _, err = c.Write(request); err == nil {
+			if err = send(c, ec.writer, request); err == nil {
 				_, err = w.br.Peek(1)
 			}
 		}
@@ -167,6 +172,16 @@ func (w *scrapeWorker) exchange(ec *engineConn, request []byte) (*http.Response,
 			return nil, err
 		}
 	}
+}
+
+// send writes request on c: through writer, which then waits for the answer, where c
+// has one, and the rest, if any, the ordinary way.
+func send(c net.Conn, writer *writewait.Writer, request []byte) error {
+	sent, err := writer.WriteAndWait(request, nil)
+	if err == nil && sent < len(request) {
+		_, err = c.Write(request[sent:])
+	}
+	return err
 }
 
 // release ends the exchange that resp answers: the connection is kept for the next one

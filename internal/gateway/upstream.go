@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/switchboard-llm/switchboard/internal/h1resp"
+	"github.com/switchboard-llm/switchboard/internal/writewait"
 )
 
 // upstreamClient sends HTTP/1.1 requests whose body is in memory or absent to engines
@@ -65,7 +66,7 @@ type upstreamConn struct {
 	// head is the buffer request heads are written from.
 	head []byte
 	// writer writes requests and waits for their answers; nil where it cannot.
-	writer *requestWriter
+	writer *writewait.Writer
 	// bufs and iov write what writer did not of a head and its body, in one system
 	// call; kept here so that the write allocates nothing.
 	bufs [2][]byte
@@ -91,7 +92,7 @@ type upstreamConn struct {
 func (c *upstreamClient) newUpstreamConn(addr string, conn net.Conn) *upstreamConn {
 	raw, err := rawConn(conn)
 	pc := &upstreamConn{client: c, addr: addr, conn: conn, br: bufio.NewReaderSize(conn, upstreamReadBufferBytes),
-		probe: newAliveProbe(raw, err), writer: newRequestWriter(raw)}
+		probe: newAliveProbe(raw, err), writer: writewait.New(raw)}
 	pc.cutOff = func() { _ = pc.conn.SetDeadline(aLongTimeAgo) }
 	return pc
 }
@@ -361,6 +362,16 @@ func (pc *upstreamConn) writeRequest(req *http.Request) error {
 		return fmt.Errorf("%w: %w", errStaleConn, err)
 	}
 	return err
+}
+
+// send writes head and body on the connection and waits for the answer, where the
+// connection has a writewait.Writer, and writes them the ordinary way otherwise.
+func (pc *upstreamConn) send(head, body []byte) error {
+	sent, err := pc.writer.WriteAndWait(head, body)
+	if err != nil {
+		return err
+	}
+	return pc.writeFrom(head, body, sent)
 }
 
 // writeFrom writes head and body, after their first done bytes, in one writev.
