@@ -463,23 +463,26 @@ func (p *metricsParser) lookup(s []byte, i int) (ref seriesRef, ok bool, end int
 		(i+n == len(s) || nameChars[s[i+n]]&metricChar == 0 && s[i+n] != '"') {
 		return p.lastRef, p.lastOK, i + n, nil
 	}
-	end = len(s)
+	runEnd := len(s)
 	if k := bytes.IndexByte(s[i:], ' '); k >= 0 {
-		end = i + k
+		runEnd = i + k
 	}
-	if k := bytes.IndexByte(s[i:end], '{'); k >= 0 {
-		end = i + k
+	if k := bytes.IndexByte(s[i:runEnd], '{'); k >= 0 {
+		runEnd = i + k
 	}
-	if ref, ok = p.schema.series[string(s[i:end])]; ok { // so a plain name, ending at end
-		p.lastName, p.lastRef, p.lastOK = s[i:end], ref, ok
-		return ref, ok, end, nil
+	if ref, ok = p.schema.series[string(s[i:runEnd])]; ok { // so a plain name, ending there
+		p.lastName, p.lastRef, p.lastOK = s[i:runEnd], ref, ok
+		return ref, ok, runEnd, nil
 	}
 	name, end, err := readName(s, i, metricChar)
 	if err != nil {
 		return seriesRef{}, false, 0, err
 	}
-	ref, ok = p.schema.series[string(name)]
-	if len(name) > 0 && end-i == len(name) { // a plain run of name characters
+	plain := len(name) > 0 && end-i == len(name) // a plain run of name characters
+	if !plain || end != runEnd {                 // else name is the run the map just refused
+		ref, ok = p.schema.series[string(name)]
+	}
+	if plain {
 		p.lastName, p.lastRef, p.lastOK = name, ref, ok
 	}
 	return ref, ok, end, nil

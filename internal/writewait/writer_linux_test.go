@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +57,8 @@ func TestWriteAndWaitReturnsOnceTheAnswerCanBeRead(t *testing.T) {
 		t.Fatal("ForConn of a TCP connection is nil")
 	}
 	head, body := []byte("GET /metrics HTTP/1.1\r\n\r\n"), []byte("and a body")
+	// The peer answers only once the call is seen waiting in the network poller, so a
+	// call that returned without waiting for the answer is seen returned first.
 	answer := make(chan struct{})
 	received := make(chan []byte, 1)
 	go func() {
@@ -78,10 +82,13 @@ func TestWriteAndWaitReturnsOnceTheAnswerCanBeRead(t *testing.T) {
 	if got := <-received; !bytes.Equal(got, append(head, body...)) {
 		t.Fatalf("the peer received %q, want %q", got, append(head, body...))
 	}
-	select {
-	case r := <-done:
-		t.Fatalf("WriteAndWait returned (%d, %v) before the peer answered", r.n, r.err)
-	case <-time.After(100 * time.Millisecond):
+	for !waitingInPoller("writewait.(*Writer).WriteAndWait") {
+		select {
+		case r := <-done:
+			t.Fatalf("WriteAndWait returned (%d, %v) before the peer answered", r.n, r.err)
+		default:
+			runtime.Gosched()
+		}
 	}
 	close(answer)
 	if r := <-done; r.n != len(head)+len(body) || r.err != nil {
@@ -165,4 +172,15 @@ func TestNoWriterWithoutADescriptor(t *testing.T) {
 	if n, err := w.WriteAndWait([]byte("x"), nil); n != 0 || err != nil {
 		t.Fatalf("nil WriteAndWait = (%d, %v), want (0, nil)", n, err)
 	}
+}
+
+// waitingInPoller reports whether a goroutine running fn waits in the network poller.
+func waitingInPoller(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, fn) {
+			return true
+		}
+	}
+	return false
 }
